@@ -1,0 +1,39 @@
+# Two commands set up a fresh machine that has only python3: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SHARED ?= ../shared
+
+.PHONY: demo test lint typecheck pytest bench verify-reference clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(PY) -m scoring.demo
+
+test: lint typecheck pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+pytest: $(VENV)/.installed
+	$(PY) -m pytest
+
+verify-reference: $(VENV)/.installed
+	$(PY) -m scoring.verify_reference $(SHARED)/reference
+
+bench: $(VENV)/.installed
+	$(PY) -m scoring.bench
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,7 @@
+"""Adapters for the metrics vectors."""
+
+from __future__ import annotations
+
+from scoring.conformance import Adapter
+
+ADAPTERS: dict[str, Adapter] = {}

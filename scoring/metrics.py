@@ -1,0 +1,129 @@
+"""Answer metrics: normalizers, exact match, cover exact match and token F1, over one or several gold answers.
+
+Two normalizers exist in the papers' code and they disagree, so both are kept (../shared/reference/REFERENCE.md §a):
+
+* :func:`normalize_answer` — SQuAD's, used by Search-R1, FlashRAG, AutoSearch and TIRESRAG-R1: lower-case, *delete*
+  ASCII punctuation, drop the articles a/an/the, collapse whitespace. ``"U.S.A."`` → ``"usa"``.
+* :func:`normalize_string` — HiPRAG's, used for its cover exact match: lower-case, drop the articles, *replace*
+  ASCII punctuation by a space, collapse whitespace. ``"U.S.A."`` → ``"u s a"``.
+
+Several golds always combine by *any* (match) or *max* (F1).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+Normalizer = Callable[[str], str]
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")  # \b is Unicode-aware, as in the reference code
+_DELETE_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_SPACE_FOR_PUNCTUATION = str.maketrans(string.punctuation, " " * len(string.punctuation))
+_YES_NO = frozenset({"yes", "no", "noanswer"})
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD normalization (Search-R1 ``qa_em.normalize_answer``, FlashRAG, AutoSearch).
+
+    >>> normalize_answer("The U.S.A.!")
+    'usa'
+    """
+    text = s.lower().translate(_DELETE_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def normalize_string(s: str) -> str:
+    """HiPRAG's normalization (``qa_em_format.normalize_string``): articles first, punctuation becomes a space.
+
+    >>> normalize_string("The U.S.A.!")
+    'u s a'
+    """
+    text = _ARTICLES.sub(" ", s.lower()).translate(_SPACE_FOR_PUNCTUATION)
+    return " ".join(text.split())
+
+
+def as_golds(golds: str | Iterable[str]) -> list[str]:
+    """A single gold string counts as a list of one, as every reference implementation does."""
+    return [golds] if isinstance(golds, str) else [str(g) for g in golds]
+
+
+def exact_match(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> bool:
+    """EM: the normalized prediction equals some normalized gold."""
+    pred = normalize(prediction)
+    return any(normalize(g) == pred for g in as_golds(golds))
+
+
+def substring_match(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> bool:
+    """Sub-EM as Search-R1 ``subem_check`` and FlashRAG ``acc`` compute it: some normalized gold is a *character*
+    substring of the normalized prediction (so ``"parisian"`` covers ``"paris"`` and an empty gold covers all)."""
+    pred = normalize(prediction)
+    return any(normalize(g) in pred for g in as_golds(golds))
+
+
+def cover_exact_match(
+    prediction: str | None, golds: str | Iterable[str], normalize: Normalizer = normalize_string
+) -> bool:
+    """HiPRAG's CEM (``cover_exact_match``): an empty or missing prediction never matches; otherwise Sub-EM with
+    HiPRAG's normalizer."""
+    if not prediction:
+        return False
+    return substring_match(prediction, golds, normalize)
+
+
+def token_cover_match(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> bool:
+    """Token-level cover match (TIRESRAG-R1's CEM): every token of some gold occurs among the prediction's tokens."""
+    pred_tokens = set(normalize(prediction).split())
+    return any(all(t in pred_tokens for t in normalize(g).split()) for g in as_golds(golds))
+
+
+@dataclass(frozen=True, slots=True)
+class F1Score:
+    f1: float
+    precision: float
+    recall: float
+
+
+def _overlap_scores(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> F1Score | None:
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return None
+    precision = same / len(pred_tokens)
+    recall = same / len(gold_tokens)
+    return F1Score(2 * precision * recall / (precision + recall), precision, recall)
+
+
+def token_f1(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> F1Score:
+    """FlashRAG ``F1_Score.token_level_scores``: whitespace-token F1 against each gold.
+
+    A gold is skipped when either side normalizes to yes/no/noanswer and the two differ (a yes/no question is
+    right or wrong, never half right). F1, precision and recall are each maximised over golds independently.
+    """
+    best = [0.0, 0.0, 0.0]
+    pred = normalize(prediction)
+    for gold in as_golds(golds):
+        gold_norm = normalize(gold)
+        if (pred in _YES_NO or gold_norm in _YES_NO) and pred != gold_norm:
+            continue
+        scores = _overlap_scores(pred.split(), gold_norm.split())
+        if scores is None:
+            continue
+        best = [max(best[0], scores.f1), max(best[1], scores.precision), max(best[2], scores.recall)]
+    return F1Score(*best)
+
+
+def query_f1(prediction: str | None, golds: str | Iterable[str]) -> float:
+    """AutoSearch ``query_f1_score``: token F1 without the yes/no rule, ``None`` scores 0, rounded to 4 places."""
+    if prediction is None:
+        return 0.0
+    pred_tokens = normalize_answer(prediction).split()
+    best = 0.0
+    for gold in as_golds(golds):
+        scores = _overlap_scores(pred_tokens, normalize_answer(gold).split())
+        if scores is not None:
+            best = max(best, scores.f1)
+    return round(best, 4)
