@@ -51,13 +51,17 @@ def as_golds(golds: str | Iterable[str]) -> list[str]:
     return [golds] if isinstance(golds, str) else [str(g) for g in golds]
 
 
-def exact_match(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> bool:
+def exact_match(
+    prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer
+) -> bool:
     """EM: the normalized prediction equals some normalized gold."""
     pred = normalize(prediction)
     return any(normalize(g) == pred for g in as_golds(golds))
 
 
-def substring_match(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> bool:
+def substring_match(
+    prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer
+) -> bool:
     """Sub-EM as Search-R1 ``subem_check`` and FlashRAG ``acc`` compute it: some normalized gold is a *character*
     substring of the normalized prediction (so ``"parisian"`` covers ``"paris"`` and an empty gold covers all)."""
     pred = normalize(prediction)
@@ -74,7 +78,9 @@ def cover_exact_match(
     return substring_match(prediction, golds, normalize)
 
 
-def token_cover_match(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> bool:
+def token_cover_match(
+    prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer
+) -> bool:
     """Token-level cover match (TIRESRAG-R1's CEM): every token of some gold occurs among the prediction's tokens."""
     pred_tokens = set(normalize(prediction).split())
     return any(all(t in pred_tokens for t in normalize(g).split()) for g in as_golds(golds))
@@ -97,7 +103,9 @@ def _overlap_scores(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> F
     return F1Score(2 * precision * recall / (precision + recall), precision, recall)
 
 
-def token_f1(prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> F1Score:
+def token_f1(
+    prediction: str, golds: str | Iterable[str], normalize: Normalizer = normalize_answer
+) -> F1Score:
     """FlashRAG ``F1_Score.token_level_scores``: whitespace-token F1 against each gold.
 
     A gold is skipped when either side normalizes to yes/no/noanswer and the two differ (a yes/no question is

@@ -56,10 +56,14 @@ class Trajectory:
     format: str
     text: str
     steps: tuple[Step, ...] = ()
-    answers: tuple[str, ...] = ()  # every closed <answer> block, in order (TIRESRAG-R1 reflects: first and last)
+    answers: tuple[
+        str, ...
+    ] = ()  # every closed <answer> block, in order (TIRESRAG-R1 reflects: first and last)
     plan: tuple[str, ...] = ()  # Search-P1's explicit planner steps
     error: FormatError | None = None
-    extras: dict[str, str] = field(default_factory=dict)  # format-specific fields (e.g. the question in a prompt)
+    extras: dict[str, str] = field(
+        default_factory=dict
+    )  # format-specific fields (e.g. the question in a prompt)
 
     @property
     def valid(self) -> bool:

@@ -29,6 +29,7 @@ ADAPTER_MODULES = (
     "scoring.conformance.autosearch",
     "scoring.conformance.tiresrag",
     "scoring.conformance.searchp1",
+    "scoring.conformance.aggregates",
 )
 RELATIVE_TOLERANCE = 1e-6
 ABSOLUTE_TOLERANCE = 1e-9  # float32 values near zero
@@ -73,7 +74,11 @@ def difference(expected: Any, actual: Any, approximate: bool, path: str = "$") -
             return f"{path}: expected {expected!r}, got {actual!r}"
         return None
     exp_f, act_f = _as_float(expected), _as_float(actual)
-    if exp_f is not None and act_f is not None and not (isinstance(expected, str) and isinstance(actual, str)):
+    if (
+        exp_f is not None
+        and act_f is not None
+        and not (isinstance(expected, str) and isinstance(actual, str))
+    ):
         if math.isnan(exp_f) and math.isnan(act_f):
             return None
         if exp_f == act_f:
@@ -112,7 +117,9 @@ def _expected_error(output: Any) -> str | None:
     return None
 
 
-def check_record(record: Mapping[str, Any], adapters: Mapping[str, Adapter], approximate: frozenset[str]) -> str | None:
+def check_record(
+    record: Mapping[str, Any], adapters: Mapping[str, Adapter], approximate: frozenset[str]
+) -> str | None:
     """Run one record; return why it failed, or None when it passed."""
     fn = record.get("fn")
     if not isinstance(fn, str) or "input" not in record or "output" not in record:
@@ -158,7 +165,9 @@ def verify_directory(directory: Path) -> tuple[int, list[Failure]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("directory", type=Path, help="a folder of *.jsonl vector files")
     args = parser.parse_args(argv)
     if not args.directory.is_dir():
