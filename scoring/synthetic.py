@@ -107,11 +107,31 @@ def _interleaved_trajectory(
     return SyntheticTrajectory(fmt, text, golds, kinds, answer, well_formed)
 
 
+def searchp1_trajectory(rng: random.Random, *, malformed_rate: float = 0.1) -> SyntheticTrajectory:
+    """Search-P1 (paper Fig. 8 prompt): a planning ``<reasoning>``, tool calls with responses, then ``<answer>``."""
+    answer, golds = _answer_and_golds(rng)
+    searches = rng.randint(0, 4)
+    plan = "\n".join(f"{i + 1}. {_sentence(rng, 4, 10)}" for i in range(max(searches, 1)))
+    parts = [f"<reasoning>Plan:\n{plan}</reasoning>\n"]
+    for _ in range(searches):
+        parts.append(f"<tool_call>{_sentence(rng, 3, 8)}</tool_call>\n<tool_response>{_passages(rng)}</tool_response>\n")
+        parts.append(f"<reasoning>{_sentence(rng, 8, 30)}</reasoning>\n")
+    parts.append(f"<answer>{answer}</answer>")
+    text = "".join(parts)
+    well_formed = rng.random() >= malformed_rate
+    if not well_formed:
+        text = text.replace("</reasoning>", "", 1)
+    # The last reasoning (after the final tool response, or the plan itself) is the non-search step before the answer.
+    kinds = ("search",) * searches + ("non_search",)
+    return SyntheticTrajectory("search_p1", text, golds, kinds, answer, well_formed)
+
+
 GENERATORS: dict[str, Callable[..., SyntheticTrajectory]] = {
     "hiprag": hiprag_trajectory,
     "search_r1": searchr1_trajectory,
     "autosearch": autosearch_trajectory,
     "tiresrag": tiresrag_trajectory,
+    "search_p1": searchp1_trajectory,
 }
 
 
