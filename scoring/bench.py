@@ -54,9 +54,37 @@ def _searchr1(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged)
     return searchr1_format_reward(trajectory, item.golds).total
 
 
+def _autosearch(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
+    from scoring.rewards.autosearch import autosearch_reward
+
+    # one self-answer per retrieval step: the gold from the second step on, so t_c varies
+    answers = [item.golds[0] if i else "unknown" for i in range(max(len(trajectory.steps) - 1, 0))]
+    return autosearch_reward(trajectory, item.golds, answers).total
+
+
+def _searchp1(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
+    from scoring.rewards.searchp1 import SearchP1Evaluation, searchp1_reward
+
+    plan = max(len(trajectory.plan), 1)
+    evaluation = SearchP1Evaluation(0.8, plan, min(plan, trajectory.n_searches), 1, 0.5, 0.5)
+    return searchp1_reward(trajectory, item.golds, evaluation, n_ref_steps=2).total
+
+
+def _tiresrag(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
+    from scoring.rewards.tiresrag import tiresrag_reward
+
+    sufficiency = judged.step_flags[0] if judged.step_flags else Verdict.FALSE
+    return tiresrag_reward(
+        trajectory, item.golds, sufficiency=sufficiency, thinking=0.7, step=10, total_steps=100
+    ).total
+
+
 METHODS: dict[str, tuple[str, Scorer]] = {
     "hiprag": ("hiprag", _hiprag),
     "search_r1": ("search_r1", _searchr1),
+    "autosearch": ("autosearch", _autosearch),
+    "search_p1": ("search_p1", _searchp1),
+    "tiresrag": ("tiresrag", _tiresrag),
 }
 
 
@@ -103,7 +131,9 @@ def _load(path: Path) -> ModuleType:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=10_000, help="trajectories per method (default 10,000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--released", type=Path, help="a file with HiPRAG's released reward functions")

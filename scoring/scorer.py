@@ -51,7 +51,9 @@ class _Inputs:
         self.values = dict(values or {})
         unknown = sorted(set(self.values) - set(known))
         if unknown:
-            raise ScoringInputError(f"{prefix}.{unknown[0]}", f"unknown; expected one of {', '.join(known) or 'none'}")
+            raise ScoringInputError(
+                f"{prefix}.{unknown[0]}", f"unknown; expected one of {', '.join(known) or 'none'}"
+            )
 
     def field(self, name: str) -> str:
         return f"{self.prefix}.{name}"
@@ -97,7 +99,9 @@ def _verdict(field: str, value: Any) -> Verdict:
     try:
         return Verdict(str(value).lower())
     except ValueError:
-        raise ScoringInputError(field, f"must be true, false, 'unparseable' or 'error', got {value!r}") from None
+        raise ScoringInputError(
+            field, f"must be true, false, 'unparseable' or 'error', got {value!r}"
+        ) from None
 
 
 def _search_r1(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
@@ -194,12 +198,20 @@ class Method:
 
 METHODS: dict[str, Method] = {
     "search_r1": Method(
-        "search_r1", ("reward", "structure_format_score", "final_format_score", "retrieval_score"), (), _search_r1
+        "search_r1",
+        ("reward", "structure_format_score", "final_format_score", "retrieval_score"),
+        (),
+        _search_r1,
     ),
-    "hiprag": Method("hiprag", ("lambda_f", "lambda_p", "process", "batch_average_bonus"), ("step_flags",), _hiprag),
+    "hiprag": Method(
+        "hiprag", ("lambda_f", "lambda_p", "process", "batch_average_bonus"), ("step_flags",), _hiprag
+    ),
     "autosearch": Method("autosearch", (), ("intermediate_answers",), _autosearch),
     "search_p1": Method(
-        "search_p1", ("lambda_f", "lambda_p", "lambda_a", "alpha", "variant"), ("evaluation", "n_ref_steps"), _search_p1
+        "search_p1",
+        ("lambda_f", "lambda_p", "lambda_a", "alpha", "variant"),
+        ("evaluation", "n_ref_steps"),
+        _search_p1,
     ),
     "tiresrag": Method(
         "tiresrag",

@@ -114,7 +114,9 @@ def searchp1_trajectory(rng: random.Random, *, malformed_rate: float = 0.1) -> S
     plan = "\n".join(f"{i + 1}. {_sentence(rng, 4, 10)}" for i in range(max(searches, 1)))
     parts = [f"<reasoning>Plan:\n{plan}</reasoning>\n"]
     for _ in range(searches):
-        parts.append(f"<tool_call>{_sentence(rng, 3, 8)}</tool_call>\n<tool_response>{_passages(rng)}</tool_response>\n")
+        parts.append(
+            f"<tool_call>{_sentence(rng, 3, 8)}</tool_call>\n<tool_response>{_passages(rng)}</tool_response>\n"
+        )
         parts.append(f"<reasoning>{_sentence(rng, 8, 30)}</reasoning>\n")
     parts.append(f"<answer>{answer}</answer>")
     text = "".join(parts)
