@@ -123,3 +123,27 @@ def test_its_fast_path_is_bit_identical_to_fit_then_cosine(query: str, documents
     fast = tfidf_cosine_similarities(query, documents)
     assert fast == slow  # exact: the same float operations in the same order
     assert all(-1e-12 <= value <= 1 + 1e-12 for value in fast)
+
+
+# scikit-learn is installed beside the model stack (sentence-transformers needs it); where it is, check our stdlib
+# TF-IDF against the real TfidfVectorizer on arbitrary documents, the way AutoSearch's is_repeat_part uses it.
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    query=st.text(alphabet="ab cé1_-", max_size=20),
+    history=st.lists(st.text(alphabet="ab cé1_-", max_size=20), min_size=1, max_size=4),
+)
+def test_it_agrees_with_scikit_learn(query: str, history: list[str]) -> None:
+    text = pytest.importorskip("sklearn.feature_extraction.text", reason="scikit-learn is not installed")
+    from sklearn.metrics.pairwise import cosine_similarity as sk_cosine
+
+    documents = [query, *history]
+    try:
+        matrix = text.TfidfVectorizer().fit_transform(documents)
+    except ValueError:  # empty vocabulary: ours must refuse the same input
+        with pytest.raises(ValueError):
+            tfidf_cosine_similarities(query, history)
+        return
+    expected = sk_cosine(matrix[0:1], matrix[1:]).ravel().tolist()
+    assert tfidf_cosine_similarities(query, history) == pytest.approx(expected, abs=1e-12)
