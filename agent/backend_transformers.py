@@ -1,0 +1,210 @@
+"""The in-process transformers backend (the CPU default: SmolLM2-135M-Instruct from ``agent.setup_model``).
+
+Batched generation with left padding, ``stop_strings`` given with the tokenizer (so a row stops at its boundary
+tag), greedy when ``temperature == 0``, torch limited to ``threads`` threads (two: more are slower on a two-core
+box, and a Celery worker shares the machine). Each row is then cut at a token boundary: at its first
+end-of-sequence token, or at the first token whose text completes a stop string (``text == decode(token_ids)``).
+
+Log-probabilities (``logprobs=True``) come from one extra teacher-forced forward pass per row over prompt and
+completion, at the sampling temperature as TRL computes them — one forward pass against the ``n`` sequential ones
+of generation, so it costs little; off by default (evaluation does not need them, the trainer does).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from agent.backends import Generation, Message, chatml, first_stop
+
+
+class TransformersBackend:
+    """A causal LM and its tokenizer, in this process."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str = "transformers",
+        threads: int | None = 2,
+        max_batch_size: int = 16,
+        logprobs: bool = False,
+    ) -> None:
+        import torch
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.name = name
+        self.max_batch_size = max_batch_size
+        self.logprobs = logprobs
+        self._lock = threading.Lock()  # one generate at a time: rollouts call it from worker threads
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str, *, threads: int | None = 2, max_batch_size: int = 16, logprobs: bool = False
+    ) -> TransformersBackend:
+        """Load a local folder; never reaches a model hub (``HF_HUB_OFFLINE`` and ``local_files_only``)."""
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+        return cls(
+            model,
+            tokenizer,
+            name=os.path.basename(os.path.normpath(path)),
+            threads=threads,
+            max_batch_size=max_batch_size,
+            logprobs=logprobs,
+        )
+
+    def __repr__(self) -> str:
+        return f"TransformersBackend(name={self.name!r})"
+
+    # --- text helpers -----------------------------------------------------------------------------------------
+
+    def apply_chat_template(self, messages: Sequence[Message]) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                list(messages), tokenize=False, add_generation_prompt=True
+            )
+            return str(text)
+        return chatml(messages)
+
+    def truncate_tokens(self, text: str, max_tokens: int) -> str:
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) <= max_tokens:
+            return text
+        return str(self.tokenizer.decode(ids[:max_tokens]))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids)))
+
+    # --- generation -------------------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        stop: Sequence[str],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        out: list[Generation] = []
+        with self._lock:
+            for start in range(0, len(prompts), self.max_batch_size):
+                chunk = prompts[start : start + self.max_batch_size]
+                out.extend(self._generate_chunk(chunk, stop, max_new_tokens, temperature, top_p, seed))
+        return out
+
+    def chat(
+        self, conversations: Sequence[Sequence[Message]], *, max_new_tokens: int = 256
+    ) -> list[Generation]:
+        """One greedy reply per conversation, ended by the end-of-sequence token (in-process judges)."""
+        prompts = [self.apply_chat_template(messages) for messages in conversations]
+        return self.generate(prompts, stop=(), max_new_tokens=max_new_tokens)
+
+    def _generate_chunk(
+        self,
+        prompts: Sequence[str],
+        stop: Sequence[str],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> list[Generation]:
+        import torch
+
+        if seed is not None:
+            torch.manual_seed(seed)
+        batch = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new_tokens,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "eos_token_id": self.tokenizer.eos_token_id,
+        }
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if stop:
+            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
+        with torch.inference_mode():
+            sequences = self.model.generate(**batch, **kwargs)
+        width = batch["input_ids"].shape[1]
+        prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
+        results: list[Generation] = []
+        for row in range(len(prompts)):
+            ids = [int(t) for t in sequences[row, width:].tolist()]
+            results.append(self._finish(ids, stop, int(prompt_lengths[row])))
+        if self.logprobs:
+            results = [
+                self._with_logprobs(batch, row, width, gen, temperature) for row, gen in enumerate(results)
+            ]
+        return results
+
+    def _finish(self, ids: list[int], stop: Sequence[str], prompt_tokens: int) -> Generation:
+        eos = self.tokenizer.eos_token_id
+        finish: str = "length"
+        if eos is not None and eos in ids:
+            ids = ids[: ids.index(eos)]  # everything after is padding; the eos itself is not text
+            finish = "eos"
+        text = self.decode(ids)
+        found = first_stop(text, stop)
+        stop_reason = None
+        if found is not None:
+            # The shortest token prefix whose text holds a stop string (monotone in the prefix length).
+            low, high = 1, len(ids)
+            while low < high:
+                middle = (low + high) // 2
+                if first_stop(self.decode(ids[:middle]), stop) is None:
+                    low = middle + 1
+                else:
+                    high = middle
+            ids = ids[:low]
+            text = self.decode(ids)
+            stop_reason = found[1]
+            finish = "stop"
+        return Generation(
+            text=text,
+            finish_reason=finish,  # type: ignore[arg-type]  # one of the three literals above
+            stop_reason=stop_reason,
+            token_ids=tuple(ids),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(ids),
+        )
+
+    def _with_logprobs(
+        self, batch: Any, row: int, width: int, generation: Generation, temperature: float
+    ) -> Generation:
+        import torch
+
+        ids = list(generation.token_ids or ())
+        if not ids:
+            return Generation(**{**_fields(generation), "logprobs": ()})
+        mask = batch["attention_mask"][row]
+        prompt_ids = batch["input_ids"][row][mask.bool()]
+        full = torch.cat([prompt_ids, torch.tensor(ids, dtype=prompt_ids.dtype)]).unsqueeze(0)
+        with torch.inference_mode():
+            logits = self.model(full, logits_to_keep=len(ids) + 1).logits[0, :-1].float()
+        if temperature > 0:
+            logits = logits / temperature
+        chosen = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids).unsqueeze(1)).squeeze(1)
+        return Generation(**{**_fields(generation), "logprobs": tuple(float(x) for x in chosen.tolist())})
+
+
+def _fields(generation: Generation) -> dict[str, Any]:
+    return {name: getattr(generation, name) for name in Generation.__slots__}
