@@ -1,0 +1,156 @@
+"""Seconds per training step: our trainer against bare TRL GRPO, same model, batch and rollout; and peak memory.
+
+    python -m bench.training [--model PATH] [--method hiprag] [--rollout scripted|generate] [--steps 4]
+
+Each arm runs in its own subprocess (so peak RSS is its own): *bare* is TRL's ``GRPOTrainer`` with our rollout
+function and a one-line reward; *ours* is ``trainer.train.build_trainer`` — the method's reward adapter over scoring,
+the score ledger, advantage shaping, the metrics/samples callback writing JSON lines. The first step is a warm-up
+and is not timed. Target: overhead ≤ 10 %. The model defaults to var/models/SmolLM2-135M-Instruct when
+``python -m agent.setup_model`` has made it, else the tiny random model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SMOLLM2 = REPO / "var" / "models" / "SmolLM2-135M-Instruct"
+
+
+def _config(args: argparse.Namespace, output_dir: str) -> Any:
+    from trainer.config import config_from_dict
+
+    return config_from_dict(
+        {
+            "output_dir": output_dir,
+            "method": args.method,
+            "model": {"path": args.model, "torch_threads": args.threads},
+            "rollout": {"factory": args.rollout, "max_turns": 2, "max_turn_tokens": args.turn_tokens},
+            "training": {
+                "max_steps": args.steps + 1,
+                "learning_rate": 1e-6,
+                "per_device_train_batch_size": args.batch,
+                "num_generations": args.generations,
+                "seed": 0,
+            },
+            "logging": {"sample_every": 1, "samples_per_log": 4},
+        }
+    )
+
+
+def _arm(args: argparse.Namespace) -> dict[str, float]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.ends: list[float] = []
+
+        def on_step_end(self, *_: Any, **__: Any) -> None:
+            self.ends.append(time.perf_counter())
+
+    with tempfile.TemporaryDirectory() as output_dir:
+        config = _config(args, output_dir)
+        clock = StepClock()
+        if args.arm == "ours":
+            from trainer.train import build_trainer
+
+            trainer = build_trainer(config)
+        else:
+            from datasets import Dataset
+            from trl import GRPOTrainer
+
+            from trainer.algorithms import grpo_args
+            from trainer.models import load_policy
+            from trainer.rollout import make_rollout_func
+            from trainer.train import load_rows, make_rollout
+
+            torch.set_num_threads(args.threads)
+            torch.manual_seed(0)
+            model, tokenizer = load_policy(config.model)
+            rows = load_rows(config)
+
+            def length_reward(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
+                return [float(len(str(c)) % 7) for c in completions]
+
+            trainer = GRPOTrainer(
+                model=model,
+                reward_funcs=[length_reward],
+                args=grpo_args(config),
+                train_dataset=Dataset.from_list(rows),
+                processing_class=tokenizer,
+                rollout_func=make_rollout_func(make_rollout(config, model, tokenizer), rows),
+            )
+        trainer.add_callback(clock)
+        start = time.perf_counter()
+        trainer.train()
+        ends = [start, *clock.ends]
+    timed = [b - a for a, b in itertools.pairwise(ends[1:])]  # drop the warm-up step
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds_per_step": sum(timed) / len(timed), "peak_rss_mb": peak_mb, "steps": len(timed)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model", default=str(SMOLLM2) if (SMOLLM2 / "config.json").is_file() else "tiny-random"
+    )
+    parser.add_argument("--method", default="hiprag")
+    parser.add_argument("--rollout", default="scripted", choices=("scripted", "generate"))
+    parser.add_argument("--steps", type=int, default=4, help="timed steps (one more is run as warm-up)")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--generations", type=int, default=4)
+    parser.add_argument("--turn-tokens", type=int, default=24)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="alternate the arms this many times, keep the best"
+    )
+    parser.add_argument("--arm", choices=("bare", "ours"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.arm:
+        print(json.dumps(_arm(args)))
+        return 0
+
+    results: dict[str, list[dict[str, float]]] = {"bare": [], "ours": []}
+    passthrough = [a for a in sys.argv[1:] if a != "--arm"]
+    for _ in range(args.repeats):
+        for arm in ("bare", "ours"):
+            done = subprocess.run(
+                [sys.executable, "-m", "bench.training", *passthrough, "--arm", arm],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return done.returncode
+            results[arm].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    bare = min(results["bare"], key=lambda r: r["seconds_per_step"])
+    ours = min(results["ours"], key=lambda r: r["seconds_per_step"])
+    overhead = 100 * (ours["seconds_per_step"] / bare["seconds_per_step"] - 1)
+    print(
+        f"model={args.model} method={args.method} rollout={args.rollout} batch={args.batch} "
+        f"generations={args.generations} threads={args.threads} timed_steps={args.steps}"
+    )
+    print(f"{'arm':<6} {'s/step':>8} {'peak RSS MB':>12}")
+    for name, row in (("bare", bare), ("ours", ours)):
+        print(f"{name:<6} {row['seconds_per_step']:>8.3f} {row['peak_rss_mb']:>12.0f}")
+    print(f"overhead {overhead:+.1f}% (target ≤ 10%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from scoring.rewards.tiresrag import dynamic_weight
+from scoring.scorer import score
+from trainer.config import ConfigError
+from trainer.rewards import MethodReward, ScoreLedger
+from trainer.scripted import scripted_parts
+
+
+@pytest.mark.parametrize("method", ["search_r1", "hiprag", "autosearch", "search_p1", "tiresrag"])
+def test_it_scores_every_method_as_scoring_does(method: str) -> None:
+    rng = random.Random(3)
+    samples = [scripted_parts(method, rng, "Paris") for _ in range(6)]
+    texts = ["".join(text for text, _ in parts) for parts, _ in samples]
+    judgements = [j for _, j in samples]
+    ledger = ScoreLedger()
+    reward = MethodReward(method, ledger=ledger)
+    state = SimpleNamespace(global_step=4, max_steps=10)
+
+    totals = reward(
+        ["Q?"] * 6,
+        texts,
+        golden_answers=[["Paris"]] * 6,
+        trajectory_text=texts,
+        judgements=judgements,
+        trainer_state=state,
+    )
+
+    params = {"step": 5, "total_steps": 10} if method == "tiresrag" else {}
+    expected = [
+        score(method, t, ["Paris"], params=params, judgements=j).reward.total
+        for t, j in zip(texts, judgements, strict=True)
+    ]
+    assert totals == pytest.approx(expected)
+    assert [s.reward.total for s in ledger.latest] == pytest.approx(expected)
+    assert all(s.reward.components for s in ledger.latest)
+    if method == "tiresrag":  # a_t follows the trainer's step: t = global_step + 1 (TIRESRAG §4.3)
+        assert ledger.latest[0].reward.components["dynamic_weight"] == pytest.approx(dynamic_weight(5, 10))
+
+
+def test_it_leaves_a_completion_without_its_judge_outcome_unscored() -> None:
+    text = (
+        "<think>\n<step>\n    <reasoning>r</reasoning>\n    <search>q</search>\n    <context>c</context>\n"
+        "    <conclusion>Paris</conclusion>\n</step>\n</think>\n<answer>Paris</answer>"
+    )
+    ledger = ScoreLedger()
+    reward = MethodReward("hiprag", ledger=ledger)
+    # Correct and well-formed, so the bonus needs the over-search verdict; the judge call failed.
+    totals = reward(["Q?"], [text], golden_answers=[["Paris"]], judgements=[{"step_flags": ["error"]}])
+    # TRL: NaN, out of the baseline, zero advantage — never read as "not over-searched".
+    assert totals == [None]
+    assert "MissingVerdict" in (ledger.latest[0].error or "")
+
+
+def test_it_takes_judge_outcomes_from_a_judge_function() -> None:
+    text = "<think>x</think>\n<search> q </search>\n\n<information>d</information>\n\n<think>y</think>\n<answer> Paris </answer>"
+    seen = []
+
+    def judge(requests):  # type: ignore[no-untyped-def]
+        seen.extend(requests)
+        return [{"intermediate_answers": ["Paris"]} for _ in requests]
+
+    totals = MethodReward("autosearch", judge=judge)(["Q?"], [text], golden_answers=[["Paris"]])
+    assert totals[0] == pytest.approx(
+        score("autosearch", text, ["Paris"], judgements={"intermediate_answers": ["Paris"]}).reward.total
+    )
+    assert seen[0].golds == ("Paris",) and seen[0].trajectory.n_searches == 1
+
+
+def test_it_rejects_bad_weights_at_construction() -> None:
+    with pytest.raises(ConfigError) as error:
+        MethodReward("hiprag", params={"lambda_f": 3.0})
+    assert error.value.field == "reward.params.lambda_f"
+    with pytest.raises(ConfigError, match=r"reward\.params\.nope"):
+        MethodReward("search_r1", params={"nope": 1})

@@ -1,0 +1,241 @@
+"""Metric points and sample trajectories, written as JSON lines for the web app's supervisor to tail.
+
+``<output_dir>/metrics.jsonl``: one row per metric per logged step, ``{"step", "time", "key", "value"}`` (``time`` is
+Unix seconds). Keys (stable; the web app plots them):
+
+======================================  ==============================================================================
+``reward/mean``, ``reward/std``         the method's total reward over the completions scored since the last log
+``reward/<component>/mean``, ``/std``   each term of the method's reward (scoring's ``Reward.components``)
+``reward/unscorable``                   completions left unscored for a missing/failed judge outcome
+``osr``, ``usr``                        HiPRAG Eq. 2 over judged steps (only when step verdicts exist)
+``searches/mean``                       search steps per trajectory (HiPRAG Eq. 3)
+``format_ok_rate``                      trajectories that parse in the method's format
+``accuracy``, ``em``, ``f1``            cover exact match (HiPRAG's CEM), exact match, token F1 of the final answer
+``over_searching_ratio``                AutoSearch §5.1 (only when intermediate answers exist)
+``completion_length``                   policy tokens per completion (retrieved tokens excluded)
+``kl``, ``entropy``, ``clip_ratio``     TRL's, over policy tokens (``kl`` only with ``beta`` > 0)
+``step_time``                           seconds per optimizer step (generation included)
+``loss``, ``grad_norm``, ``learning_rate``
+``ppo/value_loss`` … ``tiresrag/…``     algorithm- and method-specific terms
+======================================  ==============================================================================
+
+``<output_dir>/samples.jsonl``: at step 1 and every ``sample_every`` steps, a few trajectories of the latest batch with their steps,
+verdicts and rewards (one JSON object per line, fields in :func:`sample_row`).
+
+After a resume, rows of steps beyond the checkpoint are removed first, so a (step, key) pair appears once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from scoring.aggregates import TrajectoryOutcome, evaluation_report
+from trainer.rewards import SampleScore, ScoreLedger
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+
+# TRL's log keys → ours. TRL's own reward keys are left out: the ledger has the method's reward and its parts.
+TRL_KEYS = {
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "kl": "kl",
+    "entropy": "entropy",
+    "clip_ratio/region_mean": "clip_ratio",
+    "completions/mean_length": "completion_length",
+    "step_time": "step_time",
+}
+PASSED_PREFIXES = ("ppo/", "tiresrag/", "token_rewards/")
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
+
+
+def score_metrics(scores: list[SampleScore]) -> dict[str, float]:
+    """The reward and behaviour metrics of a set of scored completions (see the module docstring)."""
+    metrics: dict[str, float] = {}
+    if not scores:
+        return metrics
+    scored = [s.reward for s in scores if s.reward is not None]
+    metrics["reward/unscorable"] = float(len(scores) - len(scored))
+    if scored:
+        metrics["reward/mean"], metrics["reward/std"] = _mean_std([r.total for r in scored])
+        for name in sorted({name for r in scored for name in r.components}):
+            values = [r.components[name] for r in scored if name in r.components]
+            metrics[f"reward/{name}/mean"], metrics[f"reward/{name}/std"] = _mean_std(values)
+    row = evaluation_report(
+        TrajectoryOutcome(
+            dataset="train",
+            cem=s.cem,
+            em=s.em,
+            f1=s.f1,
+            format_ok=s.trajectory.valid,
+            n_searches=s.trajectory.n_searches,
+            over_search=s.over_search,
+            under_search=s.under_search,
+            intermediate_correct=s.intermediate_correct,
+        )
+        for s in scores
+    ).overall_micro
+    for key, value in (
+        ("osr", row.osr),
+        ("usr", row.usr),
+        ("searches/mean", row.average_searches),
+        ("format_ok_rate", row.format_ok_rate),
+        ("accuracy", row.cem),
+        ("em", row.em),
+        ("f1", row.f1),
+        ("over_searching_ratio", row.over_searching_ratio),
+    ):
+        if value is not None:
+            metrics[key] = float(value)
+    if row.n_judge_errors:
+        metrics["judge_errors"] = float(row.n_judge_errors)
+    return metrics
+
+
+def trl_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
+    """The TRL log entries we keep, renamed."""
+    metrics: dict[str, float] = {}
+    for key, value in logs.items():
+        name = TRL_KEYS.get(key) or (key if key.startswith(PASSED_PREFIXES) else None)
+        if name is not None and isinstance(value, int | float) and math.isfinite(value):
+            metrics[name] = float(value)
+    return metrics
+
+
+def sample_row(step: int, score: SampleScore) -> dict[str, Any]:
+    """One trajectory as the web app stores it (Trajectory, Step and JudgeVerdict rows)."""
+    reward = score.reward
+    flags = score.judgements.get("step_flags")
+    step_rewards = reward.step_rewards if reward is not None else ()
+    steps = []
+    for i, step_ in enumerate(score.trajectory.steps):
+        verdicts = []
+        if isinstance(flags, list) and i < len(flags):
+            detector = "over_search" if step_.is_search else "under_search"
+            verdicts.append({"detector": detector, "outcome": _json_outcome(flags[i])})
+        steps.append(
+            {
+                "index": step_.index,
+                "kind": step_.kind.value,
+                "reasoning": step_.reasoning,
+                "query": step_.query,
+                "context": step_.context,
+                "conclusion": step_.conclusion,
+                "reward": step_rewards[i] if i < len(step_rewards) else None,
+                "verdicts": verdicts,
+            }
+        )
+    return {
+        "step": step,
+        "time": time.time(),
+        "prompt": score.prompt,
+        "question": score.row.get("question"),
+        "question_id": score.row.get("id"),
+        "dataset": score.dataset,
+        "golden_answers": list(score.golds),
+        "text": score.text,
+        "format_ok": score.trajectory.valid,
+        "format_error": str(score.trajectory.error) if score.trajectory.error else None,
+        "answer": score.trajectory.answer,
+        "cem": score.cem,
+        "em": score.em,
+        "f1": score.f1,
+        "n_steps": len(score.trajectory.steps),
+        "n_searches": score.trajectory.n_searches,
+        "reward": reward.total if reward is not None else None,
+        "components": dict(reward.components) if reward is not None else {},
+        "step_rewards": list(step_rewards),
+        "unscorable_reason": score.error,
+        "judgements": _jsonable(score.judgements),
+        "steps": steps,
+    }
+
+
+def _json_outcome(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).lower()
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _append(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())  # the supervisor tails the file from another process
+
+
+def truncate_after(path: Path, step: int) -> None:
+    """Drop the rows of steps after ``step`` (a resumed run rewrites them)."""
+    if not path.is_file():
+        return
+    kept = [
+        line for line in path.read_text(encoding="utf-8").splitlines() if json.loads(line)["step"] <= step
+    ]
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+class MetricsCallback(TrainerCallback):
+    """Writes metrics.jsonl at every log and samples.jsonl every ``sample_every`` steps (main process only)."""
+
+    def __init__(
+        self, ledger: ScoreLedger, output_dir: str, *, sample_every: int = 10, samples_per_log: int = 4
+    ):
+        self.ledger = ledger
+        self.metrics_path = Path(output_dir) / METRICS_FILE
+        self.samples_path = Path(output_dir) / SAMPLES_FILE
+        self.sample_every = sample_every
+        self.samples_per_log = samples_per_log
+        self._last_sampled_step = -1
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if state.is_world_process_zero:
+            self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+            truncate_after(self.metrics_path, state.global_step)
+            truncate_after(self.samples_path, state.global_step)
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not state.is_world_process_zero or logs is None or "train_runtime" in logs:
+            return
+        step = state.global_step
+        now = time.time()
+        metrics = {**trl_metrics(logs), **score_metrics(self.ledger.drain_since_log())}
+        _append(
+            self.metrics_path,
+            (
+                {"step": step, "time": now, "key": key, "value": value}
+                for key, value in sorted(metrics.items())
+            ),
+        )
+        due = step == 1 or (self.sample_every > 0 and step % self.sample_every == 0)
+        if self.sample_every and due and step != self._last_sampled_step:
+            self._last_sampled_step = step
+            _append(
+                self.samples_path, (sample_row(step, s) for s in self.ledger.latest[: self.samples_per_log])
+            )

@@ -1,0 +1,405 @@
+"""A training run's configuration: dataclasses with help text, read from a TOML, JSON or YAML file.
+
+    output_dir = "var/runs/demo"
+    method = "hiprag"
+    algorithm = "grpo"
+
+    [model]
+    path = "var/models/SmolLM2-135M-Instruct"
+
+    [training]
+    max_steps = 20
+
+Every section and key is optional except ``output_dir``; an unknown key, a value of the wrong type or out of range
+raises :class:`ConfigError` naming the field (``training.learning_rate: must be > 0, got -1``). The defaults are
+CPU-safe: float32, no gradient checkpointing, two torch threads, 4 rollouts per question, one question per step.
+:meth:`RunConfig.to_dict` round-trips through JSON, so the web app can store the full config of a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+METHODS = ("search_r1", "hiprag", "autosearch", "search_p1", "tiresrag")
+ALGORITHMS = ("grpo", "ppo")
+TINY_MODEL = "tiny-random"
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown, of the wrong type or out of range; ``field`` names it."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class ModelConfig:
+    path: str = field(
+        default=TINY_MODEL,
+        metadata=_help(
+            f"A transformers model folder (e.g. var/models/SmolLM2-135M-Instruct), or {TINY_MODEL!r} for a tiny "
+            "random Llama with a byte-level tokenizer (tests, benchmarks, smoke runs)."
+        ),
+    )
+    dtype: str = field(
+        default="float32", metadata=_help("float32 | bfloat16. bfloat16 needs a GPU to be fast.")
+    )
+    torch_threads: int = field(
+        default=2,
+        metadata=_help("torch.set_num_threads on the CPU (2 is fastest on a 2-core box); 0 = leave it."),
+    )
+    lora: bool = field(default=False, metadata=_help("Train a LoRA adapter instead of every weight."))
+    lora_r: int = field(default=8, metadata=_help("LoRA rank."))
+    lora_alpha: int = field(default=16, metadata=_help("LoRA alpha (scale = alpha / r)."))
+    lora_dropout: float = field(default=0.0, metadata=_help("LoRA dropout."))
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        metadata=_help("Module names LoRA wraps."),
+    )
+
+
+@dataclass
+class DataConfig:
+    path: str = field(
+        default="",
+        metadata=_help(
+            'FlashRAG JSONL questions: {"id", "question", "golden_answers": [...], "metadata": {"data_source"}}. '
+            "Empty: a built-in set of 8 demo questions."
+        ),
+    )
+    limit: int = field(default=0, metadata=_help("Use the first N questions (0 = all)."))
+    prompt_template: str = field(
+        default="{question}",
+        metadata=_help(
+            "The dataset's prompt column, formatted with {question}. Rollouts also get the whole row, so a rollout "
+            "that builds its method's own prompt can ignore it."
+        ),
+    )
+
+
+@dataclass
+class RolloutConfig:
+    factory: str = field(
+        default="scripted",
+        metadata=_help(
+            "'scripted' (canned trajectories of the method's format with fixed retrieved spans: tests and smoke "
+            "runs), 'generate' (the policy writes each turn, a fixed fake search answers), or 'module:function' "
+            "taking (RunConfig, model, tokenizer) and returning a trainer.rollout.RolloutFn."
+        ),
+    )
+    max_turns: int = field(
+        default=3, metadata=_help("Search turns before the final answer ('generate' only).")
+    )
+    max_turn_tokens: int = field(default=24, metadata=_help("New tokens per model turn ('generate' only)."))
+    options: dict[str, Any] = field(
+        default_factory=dict, metadata=_help("Free-form options passed to a custom rollout factory.")
+    )
+
+
+@dataclass
+class RewardConfig:
+    params: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_help(
+            "The method's weights as scoring.scorer.score takes them (e.g. hiprag: lambda_f, lambda_p, process). "
+            "TIRESRAG's step/total_steps come from the trainer and may not be set here."
+        ),
+    )
+    token_level: bool = field(
+        default=True,
+        metadata=_help(
+            "AutoSearch: place each step's reward on the last token of its turn (GRPO: DeepSeekMath process "
+            "supervision; PPO: rewards at step ends, then GAE). False: the trajectory total as one outcome reward."
+        ),
+    )
+    tiresrag_group_shaping: bool = field(
+        default=True,
+        metadata=_help(
+            "TIRESRAG under GRPO: group filter, consistency penalty and difficulty weight (paper §4.4) replace "
+            "the plain group-normalised advantage. Must be false under PPO (advantages come from the critic)."
+        ),
+    )
+
+
+@dataclass
+class TrainingConfig:
+    max_steps: int = field(default=10, metadata=_help("Optimizer steps."))
+    learning_rate: float = field(default=1e-6, metadata=_help("Policy learning rate (AdamW)."))
+    per_device_train_batch_size: int = field(
+        default=4, metadata=_help("Completions per micro-batch; a multiple of num_generations.")
+    )
+    num_generations: int = field(default=4, metadata=_help("Rollouts per question (the GRPO group, ≥ 2)."))
+    gradient_accumulation_steps: int = field(default=1, metadata=_help("Micro-batches per optimizer step."))
+    num_iterations: int = field(
+        default=1, metadata=_help("Optimisation passes over each generated batch (μ).")
+    )
+    max_completion_length: int = field(
+        default=512, metadata=_help("Completion tokens, model and retrieved (rollouts must respect it).")
+    )
+    beta: float = field(
+        default=0.0, metadata=_help("KL coefficient against the reference model (0: no ref).")
+    )
+    epsilon: float = field(default=0.2, metadata=_help("PPO-clip range of the policy ratio."))
+    temperature: float = field(
+        default=1.0, metadata=_help("Sampling temperature (also scales training logits).")
+    )
+    loss_type: str = field(
+        default="grpo", metadata=_help("TRL loss aggregation: grpo | bnpo | dr_grpo | dapo.")
+    )
+    max_grad_norm: float = field(default=1.0, metadata=_help("Gradient clipping."))
+    logging_steps: int = field(default=1, metadata=_help("Log (and write metrics.jsonl) every N steps."))
+    save_steps: int = field(default=0, metadata=_help("Checkpoint every N steps (0: only the final model)."))
+    save_total_limit: int = field(default=2, metadata=_help("Checkpoints kept."))
+    resume_from_checkpoint: str = field(
+        default="",
+        metadata=_help("A checkpoint folder, 'latest' (newest under output_dir), or '' (fresh start)."),
+    )
+    gradient_checkpointing: bool = field(default=False, metadata=_help("Trade compute for memory."))
+    seed: int = field(default=0, metadata=_help("Seed of torch, data order and sampling."))
+
+
+@dataclass
+class PPOConfig:
+    gamma: float = field(default=1.0, metadata=_help("GAE discount γ (per policy token)."))
+    lam: float = field(default=1.0, metadata=_help("GAE λ."))
+    cliprange_value: float = field(
+        default=0.2, metadata=_help("Clip of the value update around the old value.")
+    )
+    vf_coef: float = field(default=1.0, metadata=_help("Scale of the critic's loss."))
+    critic_learning_rate: float = field(default=1e-5, metadata=_help("Critic learning rate (AdamW)."))
+    critic_model: str = field(
+        default="",
+        metadata=_help("A separate model folder for the critic's backbone; empty: a copy of the policy's."),
+    )
+    whiten_advantages: bool = field(default=True, metadata=_help("Normalise advantages over policy tokens."))
+
+
+@dataclass
+class LoggingConfig:
+    sample_every: int = field(
+        default=10, metadata=_help("Write sample trajectories to samples.jsonl every N steps (0: never).")
+    )
+    samples_per_log: int = field(default=4, metadata=_help("Trajectories written each time."))
+
+
+@dataclass
+class RunConfig:
+    output_dir: str = field(metadata=_help("Checkpoints, metrics.jsonl and samples.jsonl go here."))
+    method: str = field(default="hiprag", metadata=_help(f"Reward method: {' | '.join(METHODS)}."))
+    algorithm: str = field(default="grpo", metadata=_help(f"RL algorithm: {' | '.join(ALGORITHMS)}."))
+    model: ModelConfig = field(default_factory=ModelConfig, metadata=_help("The policy."))
+    data: DataConfig = field(default_factory=DataConfig, metadata=_help("Training questions."))
+    rollout: RolloutConfig = field(
+        default_factory=RolloutConfig, metadata=_help("How rollouts are produced.")
+    )
+    reward: RewardConfig = field(default_factory=RewardConfig, metadata=_help("Reward method settings."))
+    training: TrainingConfig = field(default_factory=TrainingConfig, metadata=_help("Optimisation."))
+    ppo: PPOConfig = field(default_factory=PPOConfig, metadata=_help("PPO only: critic and GAE."))
+    logging: LoggingConfig = field(default_factory=LoggingConfig, metadata=_help("Metric and sample files."))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> RunConfig:
+        """Cross-field and range checks; returns self so ``config_from_dict`` can chain it."""
+        _choice("method", self.method, METHODS)
+        _choice("algorithm", self.algorithm, ALGORITHMS)
+        _choice("model.dtype", self.model.dtype, ("float32", "bfloat16"))
+        _choice("training.loss_type", self.training.loss_type, ("grpo", "bnpo", "dr_grpo", "dapo"))
+        t = self.training
+        minimum_one: tuple[tuple[str, int], ...] = (
+            ("training.max_steps", t.max_steps),
+            ("training.per_device_train_batch_size", t.per_device_train_batch_size),
+            ("training.gradient_accumulation_steps", t.gradient_accumulation_steps),
+            ("training.num_iterations", t.num_iterations),
+            ("training.max_completion_length", t.max_completion_length),
+            ("training.logging_steps", t.logging_steps),
+            ("model.lora_r", self.model.lora_r),
+            ("rollout.max_turn_tokens", self.rollout.max_turn_tokens),
+        )
+        for name, count in minimum_one:
+            _at_least(name, count, 1)
+        minimum_zero: tuple[tuple[str, float], ...] = (
+            ("training.save_steps", t.save_steps),
+            ("training.save_total_limit", t.save_total_limit),
+            ("data.limit", self.data.limit),
+            ("model.torch_threads", self.model.torch_threads),
+            ("rollout.max_turns", self.rollout.max_turns),
+            ("logging.sample_every", self.logging.sample_every),
+            ("logging.samples_per_log", self.logging.samples_per_log),
+            ("training.beta", t.beta),
+            ("training.epsilon", t.epsilon),
+            ("ppo.cliprange_value", self.ppo.cliprange_value),
+            ("ppo.vf_coef", self.ppo.vf_coef),
+        )
+        for name, number in minimum_zero:
+            _at_least(name, number, 0)
+        positive: tuple[tuple[str, float], ...] = (
+            ("training.learning_rate", t.learning_rate),
+            ("training.temperature", t.temperature),
+            ("training.max_grad_norm", t.max_grad_norm),
+            ("ppo.critic_learning_rate", self.ppo.critic_learning_rate),
+        )
+        for name, number in positive:
+            if not number > 0:
+                raise ConfigError(name, f"must be > 0, got {number!r}")
+        for name, number in (("ppo.gamma", self.ppo.gamma), ("ppo.lam", self.ppo.lam)):
+            if not 0.0 <= number <= 1.0:
+                raise ConfigError(name, f"must lie in [0, 1], got {number!r}")
+        if t.num_generations < 2:
+            raise ConfigError(
+                "training.num_generations", f"must be ≥ 2 (a GRPO group), got {t.num_generations}"
+            )
+        if t.per_device_train_batch_size % t.num_generations:
+            raise ConfigError(
+                "training.per_device_train_batch_size",
+                f"must be a multiple of training.num_generations ({t.num_generations}), got "
+                f"{t.per_device_train_batch_size}",
+            )
+        if "{question}" not in self.data.prompt_template:
+            raise ConfigError("data.prompt_template", "must contain {question}")
+        for reserved in ("step", "total_steps"):
+            if reserved in self.reward.params:
+                raise ConfigError(f"reward.params.{reserved}", "is set by the trainer from its step counter")
+        if self.algorithm == "ppo" and self.method == "tiresrag" and self.reward.tiresrag_group_shaping:
+            raise ConfigError(
+                "reward.tiresrag_group_shaping",
+                "is a GRPO advantage estimator (TIRESRAG §4.4); set it to false with algorithm = 'ppo'",
+            )
+        if self.rollout.factory not in ("scripted", "generate") and ":" not in self.rollout.factory:
+            raise ConfigError(
+                "rollout.factory",
+                f"must be 'scripted', 'generate' or 'module:function', got {self.rollout.factory!r}",
+            )
+        return self
+
+
+def _choice(name: str, value: str, options: tuple[str, ...]) -> None:
+    if value not in options:
+        raise ConfigError(name, f"must be one of {', '.join(options)}, got {value!r}")
+
+
+def _at_least(name: str, value: float, low: float) -> None:
+    if value < low:
+        raise ConfigError(name, f"must be ≥ {low}, got {value!r}")
+
+
+def _convert(name: str, annotation: Any, value: Any) -> Any:
+    """Check one JSON/TOML value against a field's annotation (int, float, bool, str, list[str], dict, dataclass)."""
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        if not isinstance(value, dict):
+            raise ConfigError(name, f"must be a table/object, got {value!r}")
+        return _build(annotation, value, f"{name}.")
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(name, f"must be true or false, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(name, f"must be an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(name, f"must be a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(name, f"must be a string, got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(name, f"must be a list of strings, got {value!r}")
+        return list(value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(name, f"must be a table/object, got {value!r}")
+        return dict(value)
+    raise ConfigError(name, f"unsupported field type {annotation!r}")  # pragma: no cover
+
+
+def _build(cls: type[Any], values: dict[str, Any], prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"{prefix}{unknown[0]}", f"unknown key; expected one of {', '.join(fields)}")
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in values:
+            kwargs[name] = _convert(f"{prefix}{name}", hints[name], values[name])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{prefix}{name}", "is required")
+    return cls(**kwargs)
+
+
+def config_from_dict(values: dict[str, Any]) -> RunConfig:
+    """Build and validate a :class:`RunConfig` from plain data (a parsed file, or the web app's stored JSON)."""
+    config: RunConfig = _build(RunConfig, values, "")
+    return config.validate()
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read a ``.toml``, ``.json`` or ``.yaml``/``.yml`` file (YAML needs PyYAML, which transformers installs)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError("CONFIG", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        if suffix == ".toml":
+            values = tomllib.loads(raw.decode())
+        elif suffix == ".json":
+            values = json.loads(raw)
+        elif suffix in (".yaml", ".yml"):
+            values = importlib.import_module("yaml").safe_load(raw)
+        else:
+            raise ConfigError("CONFIG", f"{path.name}: use a .toml, .json or .yaml file")
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError("CONFIG", f"{path.name} is not valid {suffix[1:].upper()}: {exc}") from None
+    except ImportError:
+        raise ConfigError("CONFIG", "YAML needs PyYAML; use a .toml or .json file") from None
+    except Exception as exc:  # PyYAML's own errors (no stubs to name the class)
+        if type(exc).__module__.startswith("yaml"):
+            raise ConfigError("CONFIG", f"{path.name} is not valid YAML: {exc}") from None
+        raise
+    if not isinstance(values, dict):
+        raise ConfigError("CONFIG", f"{path.name} must hold a table/object at the top level")
+    return config_from_dict(values)
+
+
+def describe() -> str:
+    """Every field with its default and help text (``python -m trainer.train --help-config``)."""
+    lines: list[str] = []
+
+    def walk(cls: type[Any], prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            annotation = hints[f.name]
+            if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+                lines.append(f"[{prefix}{f.name}]  {f.metadata.get('help', '')}")
+                walk(annotation, f"{prefix}{f.name}.")
+                continue
+            if f.default is not dataclasses.MISSING:
+                default: Any = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = "(required)"
+            lines.append(f"  {prefix}{f.name} = {json.dumps(default)}  # {f.metadata.get('help', '')}")
+
+    walk(RunConfig, "")
+    return "\n".join(lines)

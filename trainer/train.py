@@ -1,0 +1,217 @@
+"""``python -m trainer.train CONFIG``: run one training from a config file (see :mod:`trainer.config`).
+
+Writes into ``output_dir``: ``config.json`` (the validated config), ``checkpoint-N/`` every ``save_steps`` (policy,
+optimizer, scheduler, RNG, trainer state, and ``critic.pt`` under PPO), ``metrics.jsonl`` and ``samples.jsonl``
+(:mod:`trainer.callbacks`), and the final model (plus ``critic.pt`` under PPO). Resume with
+``training.resume_from_checkpoint = "latest"`` (or a checkpoint folder), or ``--resume`` on the command line.
+
+Exit status: 0 done, 2 bad config (the message names the field), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DEMO_QUESTIONS = [
+    ("demo-1", "What is the capital of France?", ["Paris"]),
+    ("demo-2", "Which city is the French capital?", ["Paris"]),
+    ("demo-3", "Where is the Louvre?", ["Paris"]),
+    ("demo-4", "Which city hosts the Eiffel Tower?", ["Paris"]),
+    ("demo-5", "Where did the 1900 Summer Olympics take place?", ["Paris"]),
+    ("demo-6", "What is the largest city of France?", ["Paris"]),
+    ("demo-7", "Which city is on the Seine and is France's capital?", ["Paris"]),
+    ("demo-8", "Where is the Arc de Triomphe?", ["Paris"]),
+]
+
+
+def load_rows(config: Any) -> list[dict[str, Any]]:
+    """Dataset rows: ``prompt`` (from the template), ``question``, ``golden_answers``, ``id``, ``dataset``."""
+    from trainer.config import ConfigError
+
+    raw: list[dict[str, Any]] = []
+    if not config.data.path:
+        raw = [{"id": i, "question": q, "golden_answers": g} for i, q, g in DEMO_QUESTIONS]
+    else:
+        path = Path(config.data.path)
+        if not path.is_file():
+            raise ConfigError("data.path", f"{path} does not exist")
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                    question, golds = item["question"], item["golden_answers"]
+                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                    raise ConfigError(
+                        "data.path", f"{path}:{number}: not a FlashRAG question row ({exc})"
+                    ) from None
+                metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+                raw.append(
+                    {
+                        "id": str(item.get("id", number)),
+                        "question": question,
+                        "golden_answers": [golds] if isinstance(golds, str) else list(golds),
+                        "dataset": str(metadata.get("data_source") or item.get("data_source") or path.stem),
+                    }
+                )
+    if config.data.limit:
+        raw = raw[: config.data.limit]
+    if not raw:
+        raise ConfigError("data.path", "holds no questions")
+    return [
+        {
+            "prompt": config.data.prompt_template.format(question=r["question"]),
+            "question": r["question"],
+            "golden_answers": r["golden_answers"],
+            "id": str(r["id"]),
+            "dataset": r.get("dataset", "demo"),
+        }
+        for r in raw
+    ]
+
+
+def make_rollout(config: Any, model: Any, tokenizer: Any) -> Any:
+    from trainer.config import ConfigError
+    from trainer.scripted import GeneratingSearchRollout, ScriptedSearchRollout
+
+    factory = config.rollout.factory
+    if factory == "scripted":
+        return ScriptedSearchRollout(config.method, tokenizer, seed=config.training.seed)
+    if factory == "generate":
+        return GeneratingSearchRollout(
+            tokenizer,
+            max_turns=config.rollout.max_turns,
+            max_turn_tokens=config.rollout.max_turn_tokens,
+            temperature=config.training.temperature,
+        )
+    module_name, _, attribute = factory.partition(":")
+    try:
+        build = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError("rollout.factory", f"cannot load {factory!r}: {exc}") from None
+    return build(config, model, tokenizer)
+
+
+def resolve_checkpoint(config: Any) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from trainer.config import ConfigError
+
+    wanted = config.training.resume_from_checkpoint
+    if not wanted:
+        return None
+    if wanted == "latest":
+        last = (
+            get_last_checkpoint(config.output_dir)  # type: ignore[no-untyped-call]
+            if os.path.isdir(config.output_dir)
+            else None
+        )
+        return str(last) if last else None  # nothing saved yet: start fresh
+    if not os.path.isdir(wanted):
+        raise ConfigError("training.resume_from_checkpoint", f"{wanted} is not a checkpoint folder")
+    return str(wanted)
+
+
+def build_trainer(config: Any, *, model: Any = None, tokenizer: Any = None, rollout: Any = None) -> Any:
+    """Everything ``run`` trains with, without training (tests and the benchmark reuse it)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from datasets import Dataset  # type: ignore[import-untyped]
+
+    from trainer.algorithms import SearchGRPOTrainer, SearchPPOTrainer, grpo_args
+    from trainer.callbacks import MetricsCallback
+    from trainer.models import load_policy, lora_config
+    from trainer.rewards import MethodReward, ScoreLedger
+    from trainer.rollout import make_rollout_func
+
+    if config.model.torch_threads:
+        torch.set_num_threads(config.model.torch_threads)
+    torch.manual_seed(config.training.seed)
+    if model is None:
+        model, tokenizer = load_policy(config.model, seed=config.training.seed)
+    rows = load_rows(config)
+    rollout = rollout if rollout is not None else make_rollout(config, model, tokenizer)
+    ledger = ScoreLedger()
+    reward = MethodReward(config.method, params=config.reward.params, ledger=ledger)
+    common: dict[str, Any] = {
+        "model": model,
+        "reward_funcs": [reward],
+        "args": grpo_args(config),
+        "train_dataset": Dataset.from_list(rows),
+        "processing_class": tokenizer,
+        "rollout_func": make_rollout_func(rollout, rows),
+        "peft_config": lora_config(config.model),
+        "callbacks": [
+            MetricsCallback(
+                ledger,
+                config.output_dir,
+                sample_every=config.logging.sample_every,
+                samples_per_log=config.logging.samples_per_log,
+            )
+        ],
+        "ledger": ledger,
+        "method": config.method,
+        "token_level": config.reward.token_level,
+        "tiresrag_group_shaping": config.reward.tiresrag_group_shaping,
+    }
+    if config.algorithm == "ppo":
+        return SearchPPOTrainer(ppo=config.ppo, **common)
+    return SearchGRPOTrainer(**common)
+
+
+def run(config: Any) -> Any:
+    """Train to ``training.max_steps`` (resuming when asked) and save the final model; returns the trainer."""
+    Path(config.output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(config.output_dir) / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    checkpoint = resolve_checkpoint(config)
+    trainer = build_trainer(config)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(config.output_dir)
+    if hasattr(trainer, "save_critic"):
+        trainer.save_critic(os.path.join(config.output_dir, "critic.pt"))
+    return trainer
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("config", nargs="?", help="a .toml, .json or .yaml run config")
+    parser.add_argument(
+        "--resume", action="store_true", help="resume from the newest checkpoint in output_dir"
+    )
+    parser.add_argument("--max-steps", type=int, help="override training.max_steps")
+    parser.add_argument("--help-config", action="store_true", help="list every config field and exit")
+    args = parser.parse_args(argv)
+
+    from trainer.config import ConfigError, config_from_dict, describe, load_config
+
+    if args.help_config:
+        print(describe())
+        return 0
+    if not args.config:
+        parser.error("CONFIG is required")
+    try:
+        config = load_config(args.config)
+        values = config.to_dict()
+        if args.resume:
+            values["training"]["resume_from_checkpoint"] = "latest"
+        if args.max_steps is not None:
+            values["training"]["max_steps"] = args.max_steps
+        config = config_from_dict(values)
+        run(config)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
