@@ -125,7 +125,7 @@ def _answer_metrics(trajectory: Trajectory, golds: Sequence[str]) -> tuple[bool,
     return exact_match(answer, golds), cover_exact_match(answer, golds), token_f1(answer, golds).f1
 
 
-def _judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
+def record_judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
     """The scorer's ``judgements`` for this method, as JSON-like values ("error"/"unparseable" kept as such)."""
     if method == "hiprag":
         by_step: dict[int, Verdict | None] = {}
@@ -166,7 +166,7 @@ def _judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
 
 def score_record(method: str, record: TrajectoryRecord, params: Mapping[str, Any] | None = None) -> None:
     """Fill ``record.reward`` (or ``reward_error``) with the method's paper-mode reward."""
-    judgements = {k: v for k, v in _judgements(method, record).items() if v is not None}
+    judgements = {k: v for k, v in record_judgements(method, record).items() if v is not None}
     try:
         scored = score(method, record.text, list(record.question.golds), params=params, judgements=judgements)
     except (MissingVerdict, ScoringInputError, ValueError) as exc:

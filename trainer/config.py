@@ -95,7 +95,8 @@ class RolloutConfig:
         default="scripted",
         metadata=_help(
             "'scripted' (canned trajectories of the method's format with fixed retrieved spans: tests and smoke "
-            "runs), 'generate' (the policy writes each turn, a fixed fake search answers), or 'module:function' "
+            "runs), 'generate' (the policy writes each turn, a fixed fake search answers), 'agent' (agent/'s real "
+            "rollout loop and judges against a retrieval index; see trainer.agent_rollout), or 'module:function' "
             "taking (RunConfig, model, tokenizer) and returning a trainer.rollout.RolloutFn."
         ),
     )
@@ -278,10 +279,10 @@ class RunConfig:
                 "reward.tiresrag_group_shaping",
                 "is a GRPO advantage estimator (TIRESRAG §4.4); set it to false with algorithm = 'ppo'",
             )
-        if self.rollout.factory not in ("scripted", "generate") and ":" not in self.rollout.factory:
+        if self.rollout.factory not in ("scripted", "generate", "agent") and ":" not in self.rollout.factory:
             raise ConfigError(
                 "rollout.factory",
-                f"must be 'scripted', 'generate' or 'module:function', got {self.rollout.factory!r}",
+                f"must be 'scripted', 'generate', 'agent' or 'module:function', got {self.rollout.factory!r}",
             )
         return self
 

@@ -92,6 +92,10 @@ def make_rollout(config: Any, model: Any, tokenizer: Any) -> Any:
             max_turn_tokens=config.rollout.max_turn_tokens,
             temperature=config.training.temperature,
         )
+    if factory == "agent":
+        from trainer.agent_rollout import build
+
+        return build(config, model, tokenizer)
     module_name, _, attribute = factory.partition(":")
     try:
         build = getattr(importlib.import_module(module_name), attribute)

@@ -1,0 +1,124 @@
+"""Real search rollouts for training: agent/'s per-method loops and judges behind :class:`trainer.rollout.RolloutFn`.
+
+Selected with ``rollout.factory = "agent"``. Each generation batch runs the same pipeline an evaluation run does
+(:func:`agent.evaluate.evaluate`: the method's rollout loop against the search engine, then its judges, overlapped)
+with the policy being trained as the generation backend, so training and evaluation can never disagree on a
+prompt, a tag or a judge. ``rollout.options``:
+
+* ``index`` (a folder built by ``retrieval.index.build_index``) or ``retrieve_url`` (a Search-R1 ``/retrieve``
+  server) — the search engine; one is required.
+* ``judge`` — ``{"base_url", "model", "api_key_env", ...}`` for an OpenAI-compatible judge
+  (:class:`agent.judge_client.JudgeEndpoint` fields), or ``"policy"`` to let the policy judge itself (a CPU demo
+  only: the papers use an external judge). Without a judge, HiPRAG's bonus, TIRESRAG's sufficiency/thinking and
+  Search-P1's evaluator are missing, and the reward adapter gives those samples no advantage (never a silent "no").
+* ``max_turns``, ``max_new_tokens``, ``max_obs_tokens``, ``topk`` — override the method's paper settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainer.rollout import Rollout, RolloutRequest, Segment
+
+_ROLLOUT_OVERRIDES = ("max_turns", "max_new_tokens", "max_obs_tokens", "topk")
+
+
+def _searcher(options: Mapping[str, Any]) -> Any:
+    from trainer.config import ConfigError
+
+    if options.get("index"):
+        from retrieval.api import searcher_for_index
+
+        return searcher_for_index(str(options["index"]))
+    if options.get("retrieve_url"):
+        from retrieval.client import RemoteSearcher
+
+        return RemoteSearcher(str(options["retrieve_url"]))
+    raise ConfigError("rollout.options", "the 'agent' rollout needs 'index' (a folder) or 'retrieve_url'")
+
+
+class AgentRollout:
+    """Roll out a generation batch with agent/ and hand the trainer token segments and judge outcomes."""
+
+    def __init__(self, method: str, tokenizer: Any, searcher: Any, options: Mapping[str, Any]) -> None:
+        from agent.rollout import PAPER_CONFIGS
+
+        self.method = method
+        self.tokenizer = tokenizer
+        self.searcher = searcher
+        self.judge_option = options.get("judge")
+        overrides = {k: options[k] for k in _ROLLOUT_OVERRIDES if k in options}
+        # Training samples (temperature 1 unless the method's paper says otherwise), unlike evaluation's greedy.
+        base = PAPER_CONFIGS[method]
+        self.config = dataclasses.replace(base, temperature=base.temperature or 1.0, **overrides)
+
+    def _judges(self, backend: Any) -> Any:
+        from agent.evaluate import Judges
+        from agent.judge_client import JudgeEndpoint, OpenAIJudge, TransformersJudge
+
+        if self.judge_option is None:
+            return Judges()
+        if self.judge_option == "policy":
+            return Judges(judge=TransformersJudge(backend))
+        return Judges(judge=OpenAIJudge(JudgeEndpoint(**dict(self.judge_option))))
+
+    def __call__(self, requests: Sequence[RolloutRequest], policy: Any) -> list[Rollout]:
+        from agent.backend_transformers import TransformersBackend
+        from agent.evaluate import evaluate_sync, record_judgements
+        from agent.rollout import Question
+
+        was_training = policy.training
+        backend = TransformersBackend(policy, self.tokenizer, threads=None)  # sets eval mode for generation
+        try:
+            questions = [
+                Question(
+                    id=f"{request.row.get('id', 'q')}#{request.index}",
+                    text=str(request.row.get("question", request.prompt)),
+                    golds=tuple(str(g) for g in request.row.get("golden_answers", ())),
+                    dataset=str(request.row.get("dataset", "")),
+                )
+                for request in requests
+            ]
+            result = evaluate_sync(
+                backend,
+                self.searcher,
+                self.method,
+                questions,
+                judges=self._judges(backend),
+                config=self.config,
+            )
+        finally:
+            policy.train(was_training)
+        return [self._rollout(record, record_judgements(self.method, record)) for record in result.records]
+
+    def _encode(self, text: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _rollout(self, record: Any, judgements: Mapping[str, Any]) -> Rollout:
+        segments = []
+        for piece in record.rollout.segments:
+            if piece.source == "model":
+                ids = tuple(piece.token_ids) if piece.token_ids is not None else self._encode(piece.text)
+                logprobs = tuple(piece.logprobs) if piece.logprobs is not None else None
+                if logprobs is not None and len(logprobs) != len(ids):
+                    logprobs = None
+                segments.append(Segment(ids, True, piece.text, logprobs))
+            else:
+                segments.append(Segment(self._encode(piece.text), False, piece.text))
+        if not any(s.is_model and s.token_ids for s in segments):
+            # an empty generation still needs one policy token to train on: the end-of-sequence it chose
+            segments.append(Segment((int(self.tokenizer.eos_token_id),), True, ""))
+        return Rollout(
+            prompt_ids=self._encode(record.rollout.prompt),
+            segments=tuple(segments),
+            text=record.rollout.text,
+            judgements={k: v for k, v in judgements.items() if v is not None},
+            extras={"n_searches": record.rollout.n_searches, "end": record.rollout.end},
+        )
+
+
+def build(config: Any, model: Any, tokenizer: Any) -> AgentRollout:
+    """``rollout.factory = "agent"``: (RunConfig, model, tokenizer) → RolloutFn."""
+    return AgentRollout(config.method, tokenizer, _searcher(config.rollout.options), config.rollout.options)
