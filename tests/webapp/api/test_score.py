@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import pytest
+
+from scoring.formats import parse
+from scoring.rewards.result import Reward
+from scoring.scorer import Scored, ScoringInputError
+from webapp.api import services
+from webapp.api.models import ScoreJob
+
+pytestmark = pytest.mark.django_db
+
+RESPONSE = "<think>easy</think><answer>Paris</answer>"
+
+
+def fake_score(method, text, golds, *, params=None, judgements=None):
+    """Stands in for scoring.scorer.score: 1 for a right answer, plus the caller's 'bonus' parameter."""
+    if method == "tiresrag" and not judgements:
+        raise ScoringInputError("judgements.sufficiency", "is required")
+    if (params or {}).get("bonus", 0) > 1:
+        raise ScoringInputError("params.bonus", "must lie in [0, 1]")
+    total = (1.0 if "Paris" in golds and "Paris" in text else 0.0) + (params or {}).get("bonus", 0.0)
+    return Scored(
+        parse(method, text), Reward(total=total, components={"outcome": total}, step_rewards=(0.5,))
+    )
+
+
+@pytest.fixture
+def scorer(monkeypatch):
+    monkeypatch.setattr(services, "scorer_function", lambda: fake_score)
+
+
+def _body(n=1, method="search_r1", **extra):
+    item = {"response": RESPONSE, "golden_answers": ["Paris"], **extra}
+    return {"method": method, "params": {"bonus": 0.5}, "trajectories": [item] * n}
+
+
+def test_it_answers_501_when_the_scorer_is_missing(api_client, monkeypatch):
+    def unavailable():
+        raise services.ScoringUnavailable("scoring.scorer is not available yet")
+
+    monkeypatch.setattr(services, "scorer_function", unavailable)
+    response = api_client.post("/api/v1/score", _body(), format="json")
+    assert response.status_code == 501
+    assert response.json() == {"detail": "scoring.scorer is not available yet"}
+
+
+def test_it_scores_a_small_batch_in_the_request(api_client, scorer):
+    response = api_client.post("/api/v1/score", _body(2), format="json")
+    assert response.status_code == 200, response.content
+    results = response.json()["results"]
+    assert [r["total"] for r in results] == [1.5, 1.5]
+    assert results[0]["components"] == {"outcome": 1.5}
+    assert results[0]["step_rewards"] == [0.5]
+    assert results[0]["parsed"]["answer"] == "Paris"
+
+
+def test_it_reports_a_trajectory_the_scorer_rejects_without_failing_the_batch(api_client, scorer):
+    body = _body(method="tiresrag")
+    body["trajectories"] = [
+        *body["trajectories"],
+        {**body["trajectories"][0], "judgements": {"sufficiency": 1}},
+    ]
+    response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 200
+    first, second = response.json()["results"]
+    assert first["error"] == {"field": "judgements.sufficiency", "message": "is required"}
+    assert second["total"] == 1.5
+
+
+@pytest.mark.parametrize("n", [1, 3])  # in the request, and before a job is queued
+def test_it_refuses_invalid_shared_params_naming_the_field(api_client, scorer, settings, n):
+    settings.SCORE_SYNC_MAX = 2
+    body = _body(n)
+    body["params"] = {"bonus": 5}
+    response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 400
+    assert response.json() == {"params.bonus": ["must lie in [0, 1]"]}
+    assert not ScoreJob.objects.exists()
+
+
+def test_it_scores_with_the_real_scorer(api_client):
+    body = {
+        "method": "search_r1",
+        "trajectories": [
+            {"response": "<think>easy</think><answer>Paris</answer>", "golden_answers": ["Paris"]},
+            {"response": "<think>easy</think><answer>Lyon</answer>", "golden_answers": ["Paris"]},
+        ],
+    }
+    response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 200, response.content
+    first, second = response.json()["results"]
+    assert (first["total"], first["parsed"]["answer"], first["parsed"]["format_ok"]) == (1.0, "Paris", True)
+    assert first["components"]["outcome"] == 1.0
+    assert second["components"]["outcome"] == 0.0
+
+
+def test_it_names_the_missing_judgement_of_a_step(api_client):
+    response_text = (
+        "<think><step><reasoning>a</reasoning><conclusion>b</conclusion></step></think><answer>Paris</answer>"
+    )
+    body = {"method": "hiprag", "trajectories": [{"response": response_text, "golden_answers": ["Paris"]}]}
+    result = api_client.post("/api/v1/score", body, format="json").json()["results"][0]
+    assert "under-search" in result["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"method": "react", "trajectories": [{"response": "x", "golden_answers": ["a"]}]}, "method"),
+        ({"method": "hiprag", "trajectories": []}, "trajectories"),
+        ({"method": "hiprag", "trajectories": [{"response": "x"}]}, "trajectories"),
+        (
+            {
+                "method": "hiprag",
+                "trajectories": [{"response": "x", "golden_answers": ["a"], "format": "xml"}],
+            },
+            "trajectories",
+        ),
+        (  # each method scores responses in its own format
+            {
+                "method": "hiprag",
+                "trajectories": [{"response": "x", "golden_answers": ["a"], "format": "search_r1"}],
+            },
+            "trajectories",
+        ),
+        (  # judgements are an object of named outcomes
+            {
+                "method": "hiprag",
+                "trajectories": [{"response": "x", "golden_answers": ["a"], "judgements": [1]}],
+            },
+            "trajectories",
+        ),
+    ],
+)
+def test_it_validates_the_request(api_client, scorer, body, field):
+    response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+
+
+def test_it_turns_a_large_batch_into_a_job_to_poll(
+    api_client, scorer, settings, django_capture_on_commit_callbacks
+):
+    settings.SCORE_SYNC_MAX = 2
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api_client.post("/api/v1/score", _body(3), format="json")
+    assert response.status_code == 202
+    job = ScoreJob.objects.get()
+    assert response.json()["url"].endswith(f"/api/v1/score/jobs/{job.pk}/")
+    assert response["Location"] == response.json()["url"]
+    assert len(callbacks) == 1  # the task is enqueued only once the job row is committed
+    assert api_client.get(response["Location"]).json()["status"] == "pending"
+
+    services.score_job_run(job_id=job.pk)  # what the worker's task does
+    body = api_client.get(response["Location"]).json()
+    assert body["status"] == "finished"
+    assert [r["total"] for r in body["results"]] == [1.5, 1.5, 1.5]
+
+
+def test_it_serves_the_schema_and_docs_without_a_cdn(api_client, researcher_client):
+    schema = api_client.get("/api/v1/schema/")
+    assert schema.status_code == 200
+    assert b"/api/v1/score" in schema.content
+    assert b"/api/v1/runs/{run_id}/step-rewards/" in schema.content
+    for page in ("/api/v1/docs/", "/api/v1/redoc/"):
+        html = researcher_client.get(page).content.decode()
+        assert "/static/drf_spectacular_sidecar/" in html
+        assert "cdn" not in html.lower()

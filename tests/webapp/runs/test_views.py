@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.webapp.factories import MetricPointFactory, RunFactory, StepFactory, TrajectoryFactory
+from webapp.runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_lists_runs_on_the_dashboard(researcher_client):
+    RunFactory(name="hiprag-qwen-3b")
+    response = researcher_client.get("/")
+    assert response.status_code == 200
+    assert b"hiprag-qwen-3b" in response.content
+
+
+def test_it_shows_a_run_page(researcher_client):
+    trajectory = TrajectoryFactory(question_text="Who wrote Hamlet?")
+    MetricPointFactory(run=trajectory.run, key="search/over_rate", value=0.125)
+    response = researcher_client.get(f"/runs/{trajectory.run.pk}/")
+    assert response.status_code == 200
+    assert "runs/run_detail.html" in [t.name for t in response.templates]
+    assert b"Who wrote Hamlet?" in response.content
+    assert b"search/over_rate" in response.content
+
+
+def test_it_stops_a_run_from_the_page(researcher_client):
+    run = RunFactory(status=Run.Status.RUNNING)
+    response = researcher_client.post(f"/runs/{run.pk}/cancel/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert b"cancelled" in response.content
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+
+
+def test_it_shows_a_trajectory_page(researcher_client):
+    step = StepFactory(query="capital of France", context="Paris is the capital of France.")
+    response = researcher_client.get(f"/trajectories/{step.trajectory.pk}/")
+    assert response.status_code == 200
+    assert b"capital of France" in response.content
+    assert b"<details><summary>retrieved context</summary>" in response.content

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.webapp.factories import DatasetFactory, QuestionFactory, RunFactory
+from webapp.common.importing import DataImportError
+from webapp.trajectories.models import Step, Trajectory
+from webapp.trajectories.services import trajectory_import
+
+pytestmark = pytest.mark.django_db
+
+HIPRAG_RESPONSE = (
+    "<think>"
+    "<step><reasoning>I need the capital of France.</reasoning><search>capital of France</search>"
+    "<context>Paris is the capital of France.</context><conclusion>The capital is Paris.</conclusion></step>"
+    "<step><reasoning>So the answer follows.</reasoning><conclusion>Paris.</conclusion></step>"
+    "</think><answer>Paris</answer>"
+)
+SEARCH_R1_BROKEN = "<think>hmm</think><search>capital</search>"  # stops before any <information> or <answer>
+
+
+def _write(path, lines):
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+def test_it_parses_responses_into_steps(tmp_path):
+    question = QuestionFactory(external_id="q1", dataset__name="toy", golden_answers=["Paris"])
+    run = RunFactory()
+    path = _write(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "question_id": "q1",
+                "dataset": "toy",
+                "response": HIPRAG_RESPONSE,
+                "format": "hiprag",
+                "step": 7,
+            },
+        ],
+    )
+    assert trajectory_import(path=path, run_id=run.pk) == 1
+    trajectory = Trajectory.objects.get()
+    assert (trajectory.run, trajectory.question, trajectory.dataset) == (run, question, question.dataset)
+    assert (trajectory.format_ok, trajectory.final_answer, trajectory.exact_match, trajectory.f1) == (
+        True,
+        "Paris",
+        True,
+        1.0,
+    )
+    assert (trajectory.n_steps, trajectory.n_searches, trajectory.training_step) == (2, 1, 7)
+    steps = list(
+        Step.objects.order_by("index").values_list("index", "kind", "query", "context", "conclusion")
+    )
+    assert steps == [
+        (0, "search", "capital of France", "Paris is the capital of France.", "The capital is Paris."),
+        (1, "non_search", None, None, "Paris."),
+    ]
+
+
+def test_it_takes_a_question_and_golds_without_an_id(tmp_path):
+    path = _write(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "question": "Capital of France?",
+                "golden_answers": ["Lyon"],
+                "response": HIPRAG_RESPONSE,
+                "format": "hiprag",
+                "reward": 0.5,
+                "reward_components": {"outcome": 0.0},
+                "step_rewards": [0.1, 0.2],
+            },
+        ],
+    )
+    trajectory_import(path=path)
+    trajectory = Trajectory.objects.get()
+    assert (trajectory.question_text, trajectory.golden_answers, trajectory.exact_match) == (
+        "Capital of France?",
+        ["Lyon"],
+        False,
+    )
+    assert (trajectory.total_reward, trajectory.reward_components) == (0.5, {"outcome": 0.0})
+    assert list(Step.objects.order_by("index").values_list("reward", flat=True)) == [0.1, 0.2]
+
+
+def test_it_stores_a_broken_response_with_the_reason_and_position(tmp_path):
+    path = _write(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "question": "q?",
+                "golden_answers": ["Paris"],
+                "response": SEARCH_R1_BROKEN,
+                "format": "search_r1",
+            },
+        ],
+    )
+    trajectory_import(path=path)
+    trajectory = Trajectory.objects.get()
+    assert trajectory.format_ok is False
+    assert trajectory.format_error
+    assert trajectory.format_error_position is not None
+    assert (trajectory.final_answer, trajectory.exact_match, trajectory.f1) == (None, False, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "field", "message"),
+    [
+        ("[1, 2]", None, "expected a JSON object"),
+        ({"question_id": "q1", "format": "hiprag"}, "response", "missing"),
+        ({"question_id": "q1", "response": "x", "format": "react"}, "format", "unknown format 'react'"),
+        (
+            {"question_id": "nope", "response": "x", "format": "hiprag"},
+            "question_id",
+            "'nope' is not in dataset",
+        ),
+        ({"response": "x", "format": "hiprag"}, "question_id", "missing (give question_id, or question"),
+        ({"question_id": "q1", "response": "x", "format": "hiprag", "run": 999999}, "run", "no run 999999"),
+        (
+            {"question_id": "q1", "response": "x", "format": "hiprag", "dataset": "other"},
+            "dataset",
+            "no dataset",
+        ),
+        (
+            {"question_id": "q1", "response": "x", "format": "hiprag", "step": "7"},
+            "step",
+            "expected an integer",
+        ),
+    ],
+)
+def test_it_rolls_back_on_a_bad_line_naming_file_line_and_field(tmp_path, bad_line, field, message):
+    QuestionFactory(external_id="q1", dataset__name="toy")
+    good = {"question_id": "q1", "response": HIPRAG_RESPONSE, "format": "hiprag"}
+    path = _write(tmp_path / "t.jsonl", [good, good, bad_line])
+    with pytest.raises(DataImportError) as caught:
+        trajectory_import(path=path, dataset_name="toy")
+    assert (caught.value.file, caught.value.line, caught.value.field) == (str(path), 3, field)
+    assert message in str(caught.value)
+    assert not Trajectory.objects.exists()
+    assert not Step.objects.exists()
+
+
+def test_it_resolves_a_question_id_across_datasets_when_unambiguous(tmp_path):
+    QuestionFactory(external_id="only-here", dataset=DatasetFactory())
+    path = _write(tmp_path / "t.jsonl", [{"question_id": "only-here", "response": "x", "format": "hiprag"}])
+    trajectory_import(path=path)
+    assert Trajectory.objects.get().question.external_id == "only-here"

@@ -1,0 +1,32 @@
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from webapp.api.api import ScoreApi, ScoreJobDetailApi
+from webapp.runs.api import RunDetailApi, RunListApi, RunMetricsApi
+from webapp.trajectories.api import (
+    StepRewardExportApi,
+    StepRewardPageApi,
+    TrajectoryDetailApi,
+    TrajectoryListApi,
+)
+
+app_name = "api"
+
+urlpatterns = [
+    path("runs/", RunListApi.as_view(), name="run-list"),
+    path("runs/<int:run_id>/", RunDetailApi.as_view(), name="run-detail"),
+    path("runs/<int:run_id>/metrics/", RunMetricsApi.as_view(), name="run-metrics"),
+    path("runs/<int:run_id>/step-rewards/", StepRewardPageApi.as_view(), name="run-step-rewards"),
+    re_path(
+        r"^runs/(?P<run_id>[0-9]+)/step-rewards\.(?P<fmt>jsonl|csv)$",
+        StepRewardExportApi.as_view(),
+        name="run-step-rewards-export",
+    ),
+    path("trajectories/", TrajectoryListApi.as_view(), name="trajectory-list"),
+    path("trajectories/<int:trajectory_id>/", TrajectoryDetailApi.as_view(), name="trajectory-detail"),
+    re_path(r"^score/?$", ScoreApi.as_view(), name="score"),
+    path("score/jobs/<int:job_id>/", ScoreJobDetailApi.as_view(), name="score-job"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+]

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AuditsConfig(AppConfig):
+    name = "webapp.audits"
+    label = "audits"

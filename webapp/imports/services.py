@@ -1,0 +1,95 @@
+"""Writes on import jobs: store an upload, enqueue its import on commit, run it in a worker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+
+from webapp.common.importing import DataImportError
+from webapp.corpora.services import corpus_import
+from webapp.datasets.services import dataset_import
+from webapp.imports.models import ImportJob
+from webapp.trajectories.services import trajectory_import
+
+
+def _store_upload(upload: UploadedFile) -> Path:
+    settings.UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
+    target = settings.UPLOAD_DIR / f"{uuid.uuid4().hex}-{Path(upload.name or 'upload').name}"
+    with open(target, "wb") as handle:
+        for chunk in upload.chunks():
+            handle.write(chunk)
+    return target
+
+
+@transaction.atomic
+def import_job_create(
+    *,
+    kind: str,
+    upload: UploadedFile,
+    name: str = "",
+    options: dict[str, Any] | None = None,
+    created_by: AbstractBaseUser | None = None,
+) -> ImportJob:
+    from webapp.imports.tasks import import_job_run_task
+
+    path = _store_upload(upload)
+    job = ImportJob.objects.create(
+        kind=kind,
+        name=name,
+        path=str(path),
+        original_filename=upload.name or "",
+        options=options or {},
+        created_by=created_by,
+    )
+    transaction.on_commit(lambda: import_job_run_task.delay(job.pk))
+    return job
+
+
+def _import(job: ImportJob) -> int:
+    display = job.original_filename or job.path
+    if job.kind == ImportJob.Kind.CORPUS:
+        return corpus_import(name=job.name, path=job.path, display_name=display).passage_count
+    if job.kind in (ImportJob.Kind.DATASET, ImportJob.Kind.DATASET_PARQUET):
+        file_format = "search_r1" if job.kind == ImportJob.Kind.DATASET_PARQUET else "flashrag"
+        return dataset_import(
+            name=job.name, path=job.path, file_format=file_format, display_name=display
+        ).question_count
+    return trajectory_import(
+        path=job.path,
+        run_id=job.options.get("run_id"),
+        dataset_name=job.options.get("dataset") or None,
+        display_name=display,
+    )
+
+
+def import_job_run(*, job_id: int) -> ImportJob:
+    """Run a pending import. The import itself is one transaction: on a bad record nothing of it is kept, and the
+    job records the error (file, line, field)."""
+    claimed = ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.PENDING).update(
+        status=ImportJob.Status.RUNNING
+    )
+    job = ImportJob.objects.get(pk=job_id)
+    if not claimed:
+        return job  # already run (a redelivered message)
+    started = time.perf_counter()
+    unexpected: Exception | None = None
+    try:
+        job.record_count = _import(job)
+        job.status = ImportJob.Status.FINISHED
+    except DataImportError as exc:
+        job.status, job.error = ImportJob.Status.FAILED, str(exc)
+    except Exception as exc:  # a bug or a lost database: the job must not stay "running" forever
+        job.status, job.error = ImportJob.Status.FAILED, f"internal error: {type(exc).__name__}: {exc}"
+        unexpected = exc
+    job.seconds = time.perf_counter() - started
+    job.save(update_fields=["status", "error", "record_count", "seconds"])
+    if unexpected is not None:
+        raise unexpected  # logged by the worker with its traceback
+    return job

@@ -1,0 +1,107 @@
+"""Training and evaluation runs, and the metrics they log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Method(models.TextChoices):
+    SEARCH_R1 = "search_r1", "Search-R1 (outcome + format)"
+    HIPRAG = "hiprag", "HiPRAG"
+    AUTOSEARCH = "autosearch", "AutoSearch"
+    SEARCH_P1 = "search_p1", "Search-P1"
+    TIRESRAG = "tiresrag", "TIRESRAG-R1"
+
+
+class Run(models.Model):
+    class Kind(models.TextChoices):
+        TRAIN = "train"
+        EVAL = "eval"
+
+    class Algorithm(models.TextChoices):
+        GRPO = "grpo", "GRPO"
+        PPO = "ppo", "PPO"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"
+        CRASHED = "crashed"  # the training subprocess died without reporting (heartbeat stopped)
+        CANCELLED = "cancelled"
+
+    ACTIVE_STATUSES = (Status.PENDING, Status.RUNNING)
+
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.TRAIN)
+    method = models.CharField(max_length=16, choices=Method.choices)
+    algorithm = models.CharField(max_length=8, choices=Algorithm.choices, blank=True)
+    model_name = models.CharField(
+        max_length=300, help_text="policy model: a local path or a served model name"
+    )
+    dataset = models.ForeignKey(
+        "qa_datasets.Dataset", on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
+    index = models.ForeignKey(
+        "corpora.Index", on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
+    judge_settings = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(
+        default=dict, blank=True, help_text="the full configuration the run was started with"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    log_tail = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
+    base_run = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="the baseline this run is compared with",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = (models.Index(fields=["status", "-created_at"], name="run_status_created"),)
+        constraints = (
+            models.CheckConstraint(
+                condition=models.Q(kind="eval") | ~models.Q(algorithm=""), name="run_train_needs_algorithm"
+            ),
+            models.CheckConstraint(condition=~models.Q(base_run=models.F("id")), name="run_not_own_base"),
+        )
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+
+class MetricPoint(models.Model):
+    """One logged scalar: ``key`` at training ``step``, e.g. ``reward/total``, ``search/over_rate``."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics")
+    step = models.PositiveIntegerField()
+    key = models.CharField(max_length=100)
+    value = models.FloatField()
+    wall_time = models.DateTimeField()
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=["run", "key", "step"], name="metric_unique_run_key_step"),
+        )
+        # The unique constraint's index serves "one key since a step"; this one serves "every key since a step".
+        indexes = (models.Index(fields=["run", "step"], name="metric_run_step"),)
+
+    def __str__(self) -> str:
+        return f"{self.key}@{self.step}={self.value}"

@@ -1,0 +1,312 @@
+"""Django settings for searchlab.
+
+Every environment variable the web app reads is read here, once, through the strict helpers below: a value that
+cannot be parsed stops start-up with an ``ImproperlyConfigured`` that names the variable. docker/.env.example lists
+them all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    """The variable's value; unset and empty are the same (so .env files may list a variable without a value)."""
+    return os.environ.get(name, "").strip() or default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use one of: 1 0 true false yes no on off)")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} is below the minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={value} is above the maximum {maximum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default).lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of: {', '.join(choices)}")
+    return value
+
+
+def env_path(name: str, default: Path) -> Path:
+    raw = env_str(name)
+    return Path(raw).expanduser().resolve() if raw else default
+
+
+def env_url(name: str, default: str, schemes: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if value and urlsplit(value).scheme not in schemes:
+        raise ImproperlyConfigured(f"{name}={value!r} must be a URL with scheme {' or '.join(schemes)}")
+    return value
+
+
+# --- Environment -------------------------------------------------------------------------------------------------
+
+SEARCHLAB_ENV = env_choice("SEARCHLAB_ENV", "development", ("development", "production"))
+PRODUCTION = SEARCHLAB_ENV == "production"
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY must be set when SEARCHLAB_ENV=production")
+    SECRET_KEY = "insecure-development-key-never-use-in-production"  # development only
+
+ALLOWED_HOSTS = env_list(
+    "ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]", "testserver"]
+)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+VAR_DIR = env_path("SEARCHLAB_VAR_DIR", BASE_DIR / "var")
+# Third-party data shared with developers and CI (../shared/data/wiki_multihop); never copied into the repository.
+SHARED_DIR = env_path("SEARCHLAB_SHARED_DIR", BASE_DIR.parent / "shared")
+
+# --- Applications ------------------------------------------------------------------------------------------------
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "webapp.accounts",
+    "webapp.corpora",
+    "webapp.datasets",
+    "webapp.runs",
+    "webapp.trajectories",
+    "webapp.audits",
+    "webapp.imports",
+    "webapp.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "webapp.accounts.middleware.LoginRequiredExceptApiMiddleware",
+    "webapp.accounts.middleware.AnnotatorScopeMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+if PRODUCTION:
+    # Static files (CSS, htmx, the API docs' UI) collected into STATIC_ROOT and served by gunicorn itself.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+
+ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = "webapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "webapp.accounts.context_processors.role",
+            ],
+        },
+    },
+]
+
+# --- Database ----------------------------------------------------------------------------------------------------
+
+DATABASE_URL = env_url(
+    "DATABASE_URL",
+    f"sqlite:///{VAR_DIR / 'searchlab.sqlite3'}",
+    ("sqlite", "postgres", "postgresql", "pgsql"),
+)
+DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
+try:
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if _database["ENGINE"] == "django.db.backends.sqlite3":
+    if _database["NAME"] != ":memory:":
+        Path(_database["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # A file, not the in-memory default: the Celery worker a test starts must open the same test database.
+    _database["TEST"] = {"NAME": str(VAR_DIR / "test-searchlab.sqlite3")}
+    _database["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_url("REDIS_URL", "", ("redis", "rediss", "unix"))
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- People ------------------------------------------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+# TLS is terminated by a proxy in front of gunicorn; these make Django insist on it.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Internationalisation, static and uploaded files ------------------------------------------------------------
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env_path("STATIC_ROOT", VAR_DIR / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+UPLOAD_DIR = env_path("UPLOAD_DIR", VAR_DIR / "uploads")
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 20 * 1024 * 1024, minimum=1024)
+
+# --- Imports and scoring -----------------------------------------------------------------------------------------
+
+IMPORT_BATCH_SIZE = env_int("IMPORT_BATCH_SIZE", 2000, minimum=1, maximum=100_000)
+# POST /api/v1/score scores at most this many trajectories in the request; larger batches become a job to poll.
+SCORE_SYNC_MAX = env_int("SCORE_SYNC_MAX", 32, minimum=0)
+SCORE_MAX_TRAJECTORIES = env_int("SCORE_MAX_TRAJECTORIES", 10_000, minimum=1)
+
+# --- REST API ----------------------------------------------------------------------------------------------------
+
+API_PAGE_SIZE = env_int("API_PAGE_SIZE", 100, minimum=1, maximum=500)
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "webapp.accounts.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["webapp.accounts.permissions.IsResearcher"],
+    "DEFAULT_PAGINATION_CLASS": "webapp.api.pagination.PageNumberPagination",
+    "PAGE_SIZE": API_PAGE_SIZE,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "webapp.api.renderers.OrjsonRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "searchlab API",
+    "DESCRIPTION": "Runs, trajectories, step-level process rewards, and scoring of raw trajectories.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["webapp.accounts.permissions.IsResearcher"],
+    # The UIs are served from drf-spectacular-sidecar's static files: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "MethodEnum": "webapp.runs.models.Method",
+        "TrajectoryFormatEnum": "webapp.trajectories.models.FORMAT_CHOICES",
+        "RunKindEnum": "webapp.runs.models.Run.Kind",
+        "RunStatusEnum": "webapp.runs.models.Run.Status",
+        "StepKindEnum": "webapp.trajectories.models.Step.Kind",
+        "ScoreJobStatusEnum": "webapp.api.models.ScoreJob.Status",
+    },
+}
+
+# --- Celery ------------------------------------------------------------------------------------------------------
+
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "", ("redis", "rediss", "amqp", "filesystem", "memory"))
+CELERY_FS_DIR = env_path("CELERY_FS_DIR", VAR_DIR / "celery")
+if not CELERY_BROKER_URL:
+    # The embedded default: kombu's filesystem transport, still consumed by a real worker process.
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_FS_DIR / "queue"),
+        "data_folder_out": str(CELERY_FS_DIR / "queue"),
+        "control_folder": str(CELERY_FS_DIR / "control"),
+        "store_processed": False,
+    }
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+CELERY_TASK_IGNORE_RESULT = True  # results live in the database (job rows), never in a result backend
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_QUEUES = [Queue(name) for name in ("default", "judge", "retrieval", "train")]
+CELERY_TASK_ROUTES = {
+    "webapp.*.tasks.judge_*": {"queue": "judge"},
+    "webapp.corpora.tasks.index_*": {"queue": "retrieval"},
+    "webapp.runs.tasks.run_*": {"queue": "train"},
+}
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+
+# --- Logging -----------------------------------------------------------------------------------------------------
+
+LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,240 @@
+"""REST API on trajectories, steps, verdicts and step rewards."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.api.pagination import PageNumberPagination
+from webapp.api.renderers import OrjsonRenderer
+from webapp.runs.models import Run
+from webapp.trajectories import selectors
+from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
+
+
+class TrajectoryOutput(serializers.ModelSerializer):
+    dataset = serializers.CharField(source="dataset.name", default=None)
+    question_id = serializers.CharField(source="question.external_id", default=None)
+    correct = serializers.BooleanField(source="exact_match", allow_null=True)
+
+    class Meta:
+        model = Trajectory
+        fields = (
+            "id",
+            "run",
+            "dataset",
+            "question_id",
+            "question_text",
+            "golden_answers",
+            "training_step",
+            "format",
+            "format_ok",
+            "format_error",
+            "format_error_position",
+            "final_answer",
+            "correct",
+            "exact_match",
+            "cover_exact_match",
+            "f1",
+            "n_steps",
+            "n_searches",
+            "total_reward",
+            "reward_components",
+        )
+
+
+class TrajectoryListApi(APIView):
+    @extend_schema_serializer(component_name="TrajectoryFilter")
+    class Input(serializers.Serializer):
+        run = serializers.IntegerField(required=False, source="run_id")
+        dataset = serializers.CharField(required=False, help_text="dataset name")
+        correct = serializers.BooleanField(required=False, help_text="exact match against the golden answers")
+        n_searches = serializers.IntegerField(required=False, min_value=0)
+        min_searches = serializers.IntegerField(required=False, min_value=0)
+        max_searches = serializers.IntegerField(required=False, min_value=0)
+        training_step = serializers.IntegerField(required=False, min_value=0)
+
+    @extend_schema(
+        parameters=[Input], responses=TrajectoryOutput(many=True), operation_id="trajectories_list"
+    )
+    def get(self, request: Request) -> Response:
+        # A plain dict, not the QueryDict: DRF reads a missing boolean of form input as False.
+        filters = self.Input(data=request.query_params.dict())
+        filters.is_valid(raise_exception=True)
+        paginator = PageNumberPagination()
+        page = paginator.paginate_queryset(
+            selectors.trajectory_list(**filters.validated_data), request, view=self
+        )
+        return paginator.get_paginated_response(TrajectoryOutput(page, many=True).data)
+
+
+class VerdictOutput(serializers.ModelSerializer):
+    class Meta:
+        model = JudgeVerdict
+        fields = (
+            "id",
+            "detector",
+            "outcome",
+            "score",
+            "judge_model",
+            "raw_reply",
+            "latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+        )
+
+
+class TrajectoryDetailApi(APIView):
+    @extend_schema_serializer(component_name="TrajectoryDetail")
+    class Output(TrajectoryOutput):
+        @extend_schema_serializer(component_name="StepDetail")
+        class StepOutput(serializers.ModelSerializer):
+            verdicts = VerdictOutput(many=True)
+
+            class Meta:
+                model = Step
+                fields = (
+                    "id",
+                    "index",
+                    "kind",
+                    "reasoning",
+                    "query",
+                    "context",
+                    "conclusion",
+                    "regenerated_answer",
+                    "intermediate_answer",
+                    "reward",
+                    "verdicts",
+                )
+
+        steps = StepOutput(many=True)
+        verdicts = VerdictOutput(
+            many=True, source="trajectory_verdicts", help_text="trajectory-level verdicts"
+        )
+
+        class Meta(TrajectoryOutput.Meta):
+            fields = (*TrajectoryOutput.Meta.fields, "raw_text", "answers", "steps", "verdicts")
+
+    @extend_schema(responses=Output, operation_id="trajectories_retrieve")
+    def get(self, request: Request, trajectory_id: int) -> Response:
+        try:
+            trajectory = selectors.trajectory_get(trajectory_id=trajectory_id)
+        except Trajectory.DoesNotExist:
+            return Response({"detail": "No such trajectory."}, status=404)
+        return Response(self.Output(trajectory).data)
+
+
+class StepRewardPageApi(APIView):
+    """A run's step rewards in step-id order, a page at a time: pass the last ``step_id`` you got as ``after``."""
+
+    @extend_schema_serializer(component_name="StepRewardQuery")
+    class Input(serializers.Serializer):
+        after = serializers.IntegerField(required=False, min_value=0, default=0)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=500)
+
+    @extend_schema_serializer(component_name="StepReward")
+    class Output(serializers.Serializer):
+        step_id = serializers.IntegerField()
+        trajectory_id = serializers.IntegerField()
+        step_index = serializers.IntegerField()
+        kind = serializers.CharField()
+        query = serializers.CharField(allow_null=True)
+        reward = serializers.FloatField(allow_null=True)
+
+    PageOutput = inline_serializer(
+        name="StepRewardPage",
+        fields={"next": serializers.URLField(allow_null=True), "results": Output(many=True)},
+    )
+
+    @extend_schema(parameters=[Input], responses=PageOutput, operation_id="runs_step_rewards")
+    def get(self, request: Request, run_id: int) -> Response:
+        params = self.Input(data=request.query_params.dict())
+        params.is_valid(raise_exception=True)
+        after, limit = params.validated_data["after"], params.validated_data["limit"]
+        # The rows are plain JSON types already: returned as they are, which keeps a 500-step page cheap.
+        rows = selectors.step_reward_page(run_id=run_id, after=after, limit=limit)
+        if not rows:
+            get_object_or_404(Run.objects.only("id"), pk=run_id)  # an empty page of a run, or no such run
+        next_url = None
+        if len(rows) == limit:
+            next_url = request.build_absolute_uri(f"{request.path}?after={rows[-1]['step_id']}&limit={limit}")
+        return Response({"next": next_url, "results": rows})
+
+
+class _Echo:
+    """A file-like object whose ``write`` hands the line back, for csv.writer in a streamed response."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _in_blocks(lines: Iterator[str], size: int = 1000) -> Iterator[str]:
+    """Join lines into blocks: one write per thousand rows, not one per row, keeps a large export fast."""
+    block: list[str] = []
+    for line in lines:
+        block.append(line)
+        if len(block) == size:
+            yield "".join(block)
+            block = []
+    if block:
+        yield "".join(block)
+
+
+def _jsonl(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
+    columns = selectors.STEP_REWARD_COLUMNS
+    return _in_blocks(
+        json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False) + "\n" for row in rows
+    )
+
+
+def _csv(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(selectors.STEP_REWARD_COLUMNS)
+    yield from _in_blocks(writer.writerow(row) for row in rows)
+
+
+class _JsonlRenderer(JSONRenderer):
+    media_type = "application/jsonl"
+    format = "jsonl"
+
+
+class _CsvRenderer(JSONRenderer):
+    media_type = "text/csv"
+    format = "csv"
+
+
+class StepRewardExportApi(APIView):
+    """Every step reward of a run, streamed as JSON lines or CSV (one row per step, never held in memory)."""
+
+    # Accept headers for the two formats must pass content negotiation; errors are still rendered as JSON.
+    renderer_classes = (OrjsonRenderer, _JsonlRenderer, _CsvRenderer)
+
+    @extend_schema(
+        responses={
+            (200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR),
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR),
+        },
+        operation_id="runs_step_rewards_export",
+    )
+    def get(self, request: Request, run_id: int, fmt: str) -> StreamingHttpResponse:
+        get_object_or_404(Run.objects.only("id"), pk=run_id)
+        rows = selectors.step_reward_rows(run_id=run_id)
+        if fmt == "csv":
+            stream, content_type = _csv(rows), "text/csv; charset=utf-8"
+        else:
+            stream, content_type = _jsonl(rows), "application/jsonl; charset=utf-8"
+        response = StreamingHttpResponse(stream, content_type=content_type)
+        response["Content-Disposition"] = f'attachment; filename="run-{run_id}-step-rewards.{fmt}"'
+        return response

@@ -1,0 +1,232 @@
+"""Writes on trajectories: parsing agent responses into steps, bulk insertion, the JSONL trajectory import."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from scoring import formats
+from scoring.metrics import cover_exact_match, exact_match, token_f1
+from scoring.trajectory import Trajectory as ParsedTrajectory
+from webapp.common.importing import DataImportError, RecordReader, batched, iter_jsonl
+from webapp.datasets.models import Dataset, Question
+from webapp.runs.models import Run
+from webapp.trajectories.models import Step, Trajectory
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryInput:
+    """One trajectory to store: the parsed response and where it belongs."""
+
+    parsed: ParsedTrajectory
+    golden_answers: Sequence[str] = ()
+    question_text: str = ""
+    question_id: int | None = None
+    dataset_id: int | None = None
+    run_id: int | None = None
+    training_step: int | None = None
+    total_reward: float | None = None
+    reward_components: dict[str, float] = field(default_factory=dict)
+    step_rewards: Sequence[float] | None = None
+
+
+def _correctness(answer: str | None, golds: Sequence[str]) -> tuple[bool | None, bool | None, float | None]:
+    if not golds:
+        return None, None, None
+    if answer is None:
+        return False, False, 0.0
+    return exact_match(answer, golds), cover_exact_match(answer, golds), token_f1(answer, golds).f1
+
+
+def _trajectory_row(item: TrajectoryInput) -> Trajectory:
+    parsed = item.parsed
+    em, cem, f1 = _correctness(parsed.answer, item.golden_answers)
+    return Trajectory(
+        run_id=item.run_id,
+        question_id=item.question_id,
+        dataset_id=item.dataset_id,
+        question_text=item.question_text,
+        golden_answers=list(item.golden_answers),
+        training_step=item.training_step,
+        format=parsed.format,
+        raw_text=parsed.text,
+        format_ok=parsed.valid,
+        format_error=parsed.error.reason[:500] if parsed.error else "",
+        format_error_position=parsed.error.position if parsed.error else None,
+        final_answer=parsed.answer,
+        answers=list(parsed.answers),
+        exact_match=em,
+        cover_exact_match=cem,
+        f1=f1,
+        n_steps=len(parsed.steps),
+        n_searches=parsed.n_searches,
+        total_reward=item.total_reward,
+        reward_components=dict(item.reward_components),
+    )
+
+
+def _step_rows(trajectory_id: int, item: TrajectoryInput) -> Iterator[Step]:
+    rewards = item.step_rewards or ()
+    for position, step in enumerate(item.parsed.steps):
+        search = step.is_search
+        yield Step(
+            trajectory_id=trajectory_id,
+            run_id=item.run_id,
+            index=step.index,
+            kind=Step.Kind.SEARCH if search else Step.Kind.NON_SEARCH,
+            reasoning=step.reasoning,
+            # A search step always has a query, even an empty one (the checked constraint step_search_has_query).
+            query=step.query if step.query is not None or not search else "",
+            context=step.context,
+            conclusion=step.conclusion,
+            reward=rewards[position] if position < len(rewards) else None,
+        )
+
+
+def trajectory_bulk_create(*, items: Iterable[TrajectoryInput], batch_size: int | None = None) -> int:
+    """Insert trajectories and their steps in batches; returns the number of trajectories. Call inside a transaction.
+
+    ``bulk_create`` returns primary keys on PostgreSQL and on SQLite >= 3.35, which the steps need.
+    """
+    count = 0
+    for batch in batched(items, batch_size):
+        created = Trajectory.objects.bulk_create([_trajectory_row(item) for item in batch])
+        steps = [step for row, item in zip(created, batch, strict=True) for step in _step_rows(row.pk, item)]
+        Step.objects.bulk_create(steps, batch_size=5000)
+        count += len(created)
+    return count
+
+
+class _Resolver:
+    """Looks up runs, datasets and questions named by import lines, one query per distinct name."""
+
+    def __init__(self, *, file: str, default_run_id: int | None, default_dataset: str | None) -> None:
+        self.file = file
+        self.default_run_id = default_run_id
+        self.default_dataset = default_dataset
+        self.runs: dict[Any, int] = {}
+        self.datasets: dict[str, Dataset] = {}
+        self.questions: dict[int, dict[str, Question]] = {}
+
+    def run_id(self, reader: RecordReader) -> int | None:
+        ref = reader.record.get("run")
+        if ref is None:
+            return self.default_run_id
+        if ref not in self.runs:
+            runs = Run.objects.filter(pk=ref) if isinstance(ref, int) else Run.objects.filter(name=str(ref))
+            found = list(runs.values_list("pk", flat=True)[:2])
+            if len(found) != 1:
+                raise reader.error(
+                    "run", f"no run {ref!r}" if not found else f"several runs are named {ref!r}"
+                )
+            self.runs[ref] = found[0]
+        return self.runs[ref]
+
+    def dataset(self, reader: RecordReader) -> Dataset | None:
+        name = reader.text("dataset", required=False) or self.default_dataset
+        if name is None:
+            return None
+        if name not in self.datasets:
+            try:
+                self.datasets[name] = Dataset.objects.get(name=name)
+            except Dataset.DoesNotExist:
+                raise reader.error("dataset", f"no dataset named {name!r}") from None
+        return self.datasets[name]
+
+    def question(self, reader: RecordReader, dataset: Dataset | None) -> Question:
+        external_id = reader.text("question_id")
+        assert external_id is not None
+        if dataset is None:
+            matches = list(Question.objects.filter(external_id=external_id).select_related("dataset")[:2])
+            if len(matches) != 1:
+                problem = "not found in any dataset" if not matches else "found in several datasets; name one"
+                raise reader.error("question_id", f"{external_id!r} {problem}")
+            return matches[0]
+        if dataset.pk not in self.questions:
+            self.questions[dataset.pk] = {
+                q.external_id: q
+                for q in Question.objects.filter(dataset=dataset).only(
+                    "id", "external_id", "text", "golden_answers"
+                )
+            }
+        try:
+            return self.questions[dataset.pk][external_id]
+        except KeyError:
+            raise reader.error("question_id", f"{external_id!r} is not in dataset {dataset.name!r}") from None
+
+
+def _float_or_error(reader: RecordReader, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise reader.error(name, "expected a number")
+    return float(value)
+
+
+def _trajectory_inputs(path: Path, resolver: _Resolver) -> Iterator[TrajectoryInput]:
+    for number, record in iter_jsonl(path, name=resolver.file):
+        reader = RecordReader(record, file=resolver.file, line=number)
+        response = reader.text("response", allow_empty=True)
+        format_name = reader.text("format")
+        assert response is not None and format_name is not None
+        if format_name not in formats.PARSERS:
+            raise reader.error(
+                "format", f"unknown format {format_name!r}; known: {', '.join(formats.PARSERS)}"
+            )
+        dataset = resolver.dataset(reader)
+        if reader.has("question_id"):
+            question = resolver.question(reader, dataset)
+            question_pk, dataset_id = question.pk, question.dataset_id
+            question_text, golds = question.text, list(question.golden_answers)
+        elif reader.has("question"):
+            question_pk, dataset_id = None, dataset.pk if dataset else None
+            question_text = reader.text("question") or ""
+            golds = reader.text_list("golden_answers")
+        else:
+            raise reader.error("question_id", "missing (give question_id, or question and golden_answers)")
+        step_rewards = record.get("step_rewards")
+        if step_rewards is not None and not isinstance(step_rewards, list):
+            raise reader.error("step_rewards", "expected a list of numbers")
+        components = reader.mapping("reward_components")
+        yield TrajectoryInput(
+            parsed=formats.parse(format_name, response),
+            golden_answers=golds,
+            question_text=question_text,
+            question_id=question_pk,
+            dataset_id=dataset_id,
+            run_id=resolver.run_id(reader),
+            training_step=reader.integer("step", required=False),
+            total_reward=_float_or_error(reader, "reward", record["reward"])
+            if reader.has("reward")
+            else None,
+            reward_components={
+                k: _float_or_error(reader, f"reward_components.{k}", v) for k, v in components.items()
+            },
+            step_rewards=[_float_or_error(reader, "step_rewards", v) for v in step_rewards]
+            if step_rewards
+            else None,
+        )
+
+
+@transaction.atomic
+def trajectory_import(
+    *,
+    path: str | Path,
+    run_id: int | None = None,
+    dataset_name: str | None = None,
+    display_name: str | None = None,
+) -> int:
+    """Import a JSONL file of agent responses, parsed by ``scoring.formats`` into steps. All or nothing.
+
+    Each line: ``{"question_id"`` (or ``"question"`` + ``"golden_answers"``), ``"response"``, ``"format"``, and
+    optionally ``"run"`` (id or name), ``"dataset"`` (name), ``"step"``, ``"reward"``, ``"reward_components"``,
+    ``"step_rewards"``}. ``run_id`` and ``dataset_name`` are the defaults for lines that name none.
+    """
+    path = Path(path)
+    label = display_name or str(path)
+    if run_id is not None and not Run.objects.filter(pk=run_id).exists():
+        raise DataImportError(file=label, line=None, field="run", message=f"no run {run_id}")
+    resolver = _Resolver(file=label, default_run_id=run_id, default_dataset=dataset_name)
+    return trajectory_bulk_create(items=_trajectory_inputs(path, resolver))

@@ -1,0 +1,19 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from webapp.runs.views import home
+
+urlpatterns = [
+    path("", home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("runs/", include("webapp.runs.urls")),
+    path("trajectories/", include("webapp.trajectories.urls")),
+    path("corpora/", include("webapp.corpora.urls")),
+    path("datasets/", include("webapp.datasets.urls")),
+    path("imports/", include("webapp.imports.urls")),
+    path("audits/", include("webapp.audits.urls")),
+    path("api/v1/", include("webapp.api.urls")),
+]
