@@ -15,7 +15,23 @@ from scoring.trajectory import Trajectory as ParsedTrajectory
 from webapp.common.importing import DataImportError, RecordReader, batched, iter_jsonl
 from webapp.datasets.models import Dataset, Question
 from webapp.runs.models import Run
-from webapp.trajectories.models import Step, Trajectory
+from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictInput:
+    """One judge outcome to store. ``step_index`` None = about the whole trajectory. ``outcome`` is "true",
+    "false" or "error" (an unparseable reply is stored as "error" with its raw reply: it is not a "no")."""
+
+    detector: str
+    outcome: str
+    judge_model: str
+    step_index: int | None = None
+    score: float | None = None
+    raw_reply: str = ""
+    latency_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +48,9 @@ class TrajectoryInput:
     total_reward: float | None = None
     reward_components: dict[str, float] = field(default_factory=dict)
     step_rewards: Sequence[float] | None = None
+    verdicts: Sequence[VerdictInput] = ()
+    regenerated_answers: dict[int, str] = field(default_factory=dict)  # step index → HiPRAG re-answer
+    intermediate_answers: dict[int, str] = field(default_factory=dict)  # step index → AutoSearch self-answer
 
 
 def _correctness(answer: str | None, golds: Sequence[str]) -> tuple[bool | None, bool | None, float | None]:
@@ -84,6 +103,33 @@ def _step_rows(trajectory_id: int, item: TrajectoryInput) -> Iterator[Step]:
             context=step.context,
             conclusion=step.conclusion,
             reward=rewards[position] if position < len(rewards) else None,
+            regenerated_answer=item.regenerated_answers.get(step.index),
+            intermediate_answer=item.intermediate_answers.get(step.index),
+        )
+
+
+def _verdict_rows(
+    trajectory_id: int, step_ids: dict[int, int], item: TrajectoryInput
+) -> Iterator[JudgeVerdict]:
+    for verdict in item.verdicts:
+        step_id = None
+        if verdict.step_index is not None:
+            step_id = step_ids.get(verdict.step_index)
+            if step_id is None:
+                raise ValueError(
+                    f"a {verdict.detector} verdict names step {verdict.step_index}, which is not stored"
+                )
+        yield JudgeVerdict(
+            trajectory_id=trajectory_id,
+            step_id=step_id,
+            detector=verdict.detector,
+            outcome=verdict.outcome,
+            score=verdict.score,
+            raw_reply=verdict.raw_reply,
+            judge_model=verdict.judge_model,
+            latency_ms=verdict.latency_ms,
+            prompt_tokens=verdict.prompt_tokens,
+            completion_tokens=verdict.completion_tokens,
         )
 
 
@@ -97,6 +143,16 @@ def trajectory_bulk_create(*, items: Iterable[TrajectoryInput], batch_size: int 
         created = Trajectory.objects.bulk_create([_trajectory_row(item) for item in batch])
         steps = [step for row, item in zip(created, batch, strict=True) for step in _step_rows(row.pk, item)]
         Step.objects.bulk_create(steps, batch_size=5000)
+        if any(item.verdicts for item in batch):
+            step_ids: dict[int, dict[int, int]] = {}
+            for step in steps:
+                step_ids.setdefault(step.trajectory_id, {})[step.index] = step.pk
+            verdicts = [
+                verdict
+                for row, item in zip(created, batch, strict=True)
+                for verdict in _verdict_rows(row.pk, step_ids.get(row.pk, {}), item)
+            ]
+            JudgeVerdict.objects.bulk_create(verdicts, batch_size=5000)
         count += len(created)
     return count
 
