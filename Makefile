@@ -14,8 +14,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 venv: $(VENV)/.installed
 
+# The demo: migrate a SQLite database under var/, load demo/ (users, two runs to compare, an audit), set up the
+# CPU model, then serve the web app and a Celery worker (filesystem broker) until Ctrl-C.
 demo: $(VENV)/.installed
-	$(PY) -m scoring.demo
+	$(PY) -m agent.setup_model
+	$(PY) manage.py demo
 
 test: lint typecheck pytest
 
@@ -34,6 +37,7 @@ verify-reference: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) -m scoring.bench
+	$(PY) bench/api.py
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
