@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from retrieval.api import handle_retrieve, retrieve_status
+from scoring.observations import RetrievedDocument
+
+
+class Recording:
+    """Two fixed documents per query; remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], int]] = []
+
+    def search(self, queries: Sequence[str], topk: int) -> list[list[RetrievedDocument]]:
+        self.calls.append((list(queries), topk))
+        docs = [
+            RetrievedDocument("17", '"Paris"\nCapital of France.', 0.875),
+            RetrievedDocument("3", "Lyon\n", 0.5),
+        ]
+        return [docs[:topk] for _ in queries]
+
+
+def test_it_answers_with_search_r1_scores_exactly() -> None:
+    searcher = Recording()
+    reply = handle_retrieve(
+        searcher, {"queries": ["capital of france", "lyon"], "topk": 2, "return_scores": True}
+    )
+    hit = {"document": {"id": "17", "contents": '"Paris"\nCapital of France.'}, "score": 0.875}
+    second = {"document": {"id": "3", "contents": "Lyon\n"}, "score": 0.5}
+    assert reply == {"result": [[hit, second], [hit, second]]}
+    assert retrieve_status(reply) == 200
+    assert searcher.calls == [(["capital of france", "lyon"], 2)]  # one call for the whole batch
+    assert json.loads(json.dumps(reply)) == reply
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected_topk"),
+    [
+        # return_scores defaults to false: bare documents.
+        ({"queries": ["q"], "topk": 1}, 1),
+        # A null topk is the server's default, 3 as in Search-R1.
+        ({"queries": ["q"], "topk": None, "return_scores": False}, 3),
+        # A missing topk too; unknown fields are ignored like pydantic does.
+        ({"queries": ["q"], "extra": 1}, 3),
+    ],
+)
+def test_it_answers_bare_documents_without_scores(payload: dict[str, Any], expected_topk: int) -> None:
+    searcher = Recording()
+    reply = handle_retrieve(searcher, payload)
+    assert searcher.calls == [(["q"], expected_topk)]
+    assert reply["result"][0][0] == {"id": "17", "contents": '"Paris"\nCapital of France.'}
+
+
+def test_it_uses_the_servers_default_topk() -> None:
+    searcher = Recording()
+    handle_retrieve(searcher, {"queries": ["q"], "topk": None}, default_topk=5)
+    assert searcher.calls == [(["q"], 5)]
+
+
+def test_it_answers_no_queries_without_searching() -> None:
+    searcher = Recording()
+    assert handle_retrieve(searcher, {"queries": []}) == {"result": []}
+    assert searcher.calls == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        # The body is not an object.
+        (["q"], None),
+        # queries missing.
+        ({"topk": 3}, "queries"),
+        # queries is one string, not a list (a common client mistake).
+        ({"queries": "who is paris"}, "queries"),
+        # A non-string query.
+        ({"queries": ["ok", 3]}, "queries"),
+        # topk must be positive.
+        ({"queries": ["q"], "topk": 0}, "topk"),
+        # A boolean is not a topk.
+        ({"queries": ["q"], "topk": True}, "topk"),
+        # A string is not a topk.
+        ({"queries": ["q"], "topk": "3"}, "topk"),
+        # An absurd topk.
+        ({"queries": ["q"], "topk": 10**6}, "topk"),
+        # return_scores must be a boolean.
+        ({"queries": ["q"], "return_scores": "yes"}, "return_scores"),
+    ],
+)
+def test_it_names_the_bad_field(payload: Any, field: str | None) -> None:
+    searcher = Recording()
+    reply = handle_retrieve(searcher, payload)
+    assert reply["status"] == 400 == retrieve_status(reply)
+    assert reply["field"] == field
+    assert (field or "JSON object") in reply["error"]
+    assert searcher.calls == []
+
+
+def test_it_imports_no_model_library_until_one_is_used() -> None:
+    """agent/ imports retrieval's client and protocols; torch, FAISS and bm25s load only with an index."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, retrieval.client, retrieval.api, retrieval.server, retrieval.index, retrieval.hybrid\n"
+        "print(sorted(m for m in ('torch', 'faiss', 'bm25s', 'sentence_transformers', 'django') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
