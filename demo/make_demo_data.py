@@ -255,6 +255,34 @@ def hiprag_response(qid: str, question: str, golds: list[str], support: list[str
     return "<think>\n" + "".join(steps) + f"</think>\n<answer>{answer}</answer>"
 
 
+# The team's own judgement of each step, as a careful judge would give it (judge_model "team-labels"):
+# a search for a fact the agent could not know is not over-search; searching common knowledge is.
+def baseline_verdicts(support: list[str], needs_search: bool) -> list[dict[str, object]]:
+    searches = len(support) + (1 if len(support) == 1 else 0)
+    verdicts = [
+        {
+            "detector": "over_search",
+            "step": i,
+            "outcome": "false" if needs_search else "true",
+            "judge_model": "team-labels",
+        }
+        for i in range(searches)
+    ]
+    verdicts.append(
+        {"detector": "under_search", "step": searches, "outcome": "false", "judge_model": "team-labels"}
+    )
+    return verdicts
+
+
+def hiprag_verdicts(support: list[str], needs_search: bool) -> list[dict[str, object]]:
+    if needs_search:
+        return [
+            {"detector": "over_search", "step": i, "outcome": "false", "judge_model": "team-labels"}
+            for i in range(len(support))
+        ]
+    return [{"detector": "under_search", "step": 0, "outcome": "false", "judge_model": "team-labels"}]
+
+
 def _write(name: str, rows: list[dict[str, object]]) -> None:
     with (HERE / name).open("w", encoding="utf-8") as handle:
         for row in rows:
@@ -282,7 +310,9 @@ def main() -> None:
                 "question_id": qid,
                 "format": "search_r1",
                 "dataset": dataset,
+                "method": "search_r1",
                 "response": baseline_response(qid, question, golds, support),
+                "verdicts": baseline_verdicts(support, needs_search),
             }
         )
         method.append(
@@ -290,7 +320,9 @@ def main() -> None:
                 "question_id": qid,
                 "format": "hiprag",
                 "dataset": dataset,
+                "method": "hiprag",
                 "response": hiprag_response(qid, question, golds, support, needs_search),
+                "verdicts": hiprag_verdicts(support, needs_search),
             }
         )
     _write("trajectories_search_r1.jsonl", baseline)

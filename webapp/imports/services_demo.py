@@ -17,7 +17,7 @@ from webapp.corpora.services import corpus_import
 from webapp.datasets.models import Dataset
 from webapp.datasets.services import dataset_import
 from webapp.runs.models import Run
-from webapp.runs.services import run_create, run_log_metrics
+from webapp.runs.services import run_create
 from webapp.trajectories.services import trajectory_import
 
 DEMO_DIR = settings.BASE_DIR / "demo"
@@ -68,9 +68,8 @@ def demo_seed(*, demo_dir: Path = DEMO_DIR) -> DemoSeed:
         base_run_id=baseline.pk,
     )
     for run, name in ((baseline, "search_r1"), (hiprag, "hiprag")):
+        # Each line names its method and carries the team's step verdicts: the import scores it with scoring/.
         trajectory_import(path=demo_dir / f"trajectories_{name}.jsonl", run_id=run.pk)
-        for step in range(5):  # a few points so the run page has numbers to show
-            run_log_metrics(run_id=run.pk, step=step, values={"reward/total": 0.2 + 0.1 * step})
         Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
     audit_create(
         name="Over-/under-search audit (demo)",

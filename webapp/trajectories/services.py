@@ -11,7 +11,10 @@ from django.db import transaction
 
 from scoring import formats
 from scoring.metrics import cover_exact_match, exact_match, token_f1
+from scoring.rewards.result import Reward
+from scoring.scorer import ScoringInputError, score
 from scoring.trajectory import Trajectory as ParsedTrajectory
+from scoring.verdicts import MissingVerdict
 from webapp.common.importing import DataImportError, RecordReader, batched, iter_jsonl
 from webapp.datasets.models import Dataset, Question
 from webapp.runs.models import Run
@@ -221,6 +224,78 @@ def _float_or_error(reader: RecordReader, name: str, value: Any) -> float:
     return float(value)
 
 
+_DETECTORS = frozenset(JudgeVerdict.Detector.values)
+_OUTCOMES = frozenset(JudgeVerdict.Outcome.values)
+
+
+def _verdicts(reader: RecordReader, parsed: ParsedTrajectory) -> list[VerdictInput]:
+    """``"verdicts": [{"detector", "outcome", "step"?, "judge_model"?, "score"?, "raw_reply"?}]`` of an import line."""
+    raw = reader.record.get("verdicts", [])
+    if not isinstance(raw, list):
+        raise reader.error("verdicts", "expected a list of objects")
+    found = []
+    for i, item in enumerate(raw):
+        where = f"verdicts[{i}]"
+        if not isinstance(item, dict):
+            raise reader.error(where, "expected an object")
+        detector, outcome, step = item.get("detector"), item.get("outcome"), item.get("step")
+        if detector not in _DETECTORS:
+            raise reader.error(f"{where}.detector", f"expected one of {', '.join(sorted(_DETECTORS))}")
+        if outcome not in _OUTCOMES:
+            raise reader.error(f"{where}.outcome", f"expected one of {', '.join(sorted(_OUTCOMES))}")
+        if step is not None and (
+            isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(parsed.steps)
+        ):
+            raise reader.error(f"{where}.step", f"expected a step index below {len(parsed.steps)}")
+        score = item.get("score")
+        found.append(
+            VerdictInput(
+                detector=detector,
+                outcome=outcome,
+                judge_model=str(item.get("judge_model", "imported")),
+                step_index=step,
+                score=None if score is None else _float_or_error(reader, f"{where}.score", score),
+                raw_reply=str(item.get("raw_reply", "")),
+            )
+        )
+    return found
+
+
+def _hiprag_step_flags(parsed: ParsedTrajectory, verdicts: Sequence[VerdictInput]) -> list[str]:
+    """HiPRAG's per-step detector outcomes (over-search on search steps, under-search on the others), as the
+    scorer takes them, read off the imported verdicts, up to the first step without one."""
+    by_step = {
+        v.step_index: v.outcome
+        for v in verdicts
+        if v.step_index is not None and v.detector in ("over_search", "under_search")
+    }
+    flags = []
+    for step in parsed.steps:
+        if step.index not in by_step:
+            break
+        flags.append(by_step[step.index])
+    return flags
+
+
+def _scored(
+    reader: RecordReader, parsed: ParsedTrajectory, golds: Sequence[str], verdicts: Sequence[VerdictInput]
+) -> Reward:
+    """The paper-mode reward of ``"method"`` for this line, from its ``"judgements"`` (or, for HiPRAG, its verdicts)."""
+    method = reader.text("method")
+    assert method is not None
+    judgements = dict(reader.mapping("judgements"))
+    if method == "hiprag" and "step_flags" not in judgements:
+        judgements["step_flags"] = _hiprag_step_flags(parsed, verdicts)
+    try:
+        return score(
+            method, parsed.text, list(golds), params=reader.mapping("params"), judgements=judgements
+        ).reward
+    except ScoringInputError as exc:
+        raise reader.error(exc.field, exc.message) from None
+    except MissingVerdict as exc:
+        raise reader.error("verdicts", f"the {method} reward needs a judge outcome: {exc}") from None
+
+
 def _trajectory_inputs(path: Path, resolver: _Resolver) -> Iterator[TrajectoryInput]:
     for number, record in iter_jsonl(path, name=resolver.file):
         reader = RecordReader(record, file=resolver.file, line=number)
@@ -245,24 +320,33 @@ def _trajectory_inputs(path: Path, resolver: _Resolver) -> Iterator[TrajectoryIn
         step_rewards = record.get("step_rewards")
         if step_rewards is not None and not isinstance(step_rewards, list):
             raise reader.error("step_rewards", "expected a list of numbers")
-        components = reader.mapping("reward_components")
+        components = {
+            k: _float_or_error(reader, f"reward_components.{k}", v)
+            for k, v in reader.mapping("reward_components").items()
+        }
+        rewards = [_float_or_error(reader, "step_rewards", v) for v in step_rewards] if step_rewards else None
+        total = _float_or_error(reader, "reward", record["reward"]) if reader.has("reward") else None
+        parsed = formats.parse(format_name, response)
+        verdicts = _verdicts(reader, parsed)
+        if reader.has("method") and total is None:
+            scored = _scored(reader, parsed, golds, verdicts)
+            total, components, rewards = (
+                scored.total,
+                dict(scored.components),
+                list(scored.step_rewards) or None,
+            )
         yield TrajectoryInput(
-            parsed=formats.parse(format_name, response),
+            parsed=parsed,
+            verdicts=verdicts,
             golden_answers=golds,
             question_text=question_text,
             question_id=question_pk,
             dataset_id=dataset_id,
             run_id=resolver.run_id(reader),
             training_step=reader.integer("step", required=False),
-            total_reward=_float_or_error(reader, "reward", record["reward"])
-            if reader.has("reward")
-            else None,
-            reward_components={
-                k: _float_or_error(reader, f"reward_components.{k}", v) for k, v in components.items()
-            },
-            step_rewards=[_float_or_error(reader, "step_rewards", v) for v in step_rewards]
-            if step_rewards
-            else None,
+            total_reward=total,
+            reward_components=components,
+            step_rewards=rewards,
         )
 
 
@@ -278,7 +362,9 @@ def trajectory_import(
 
     Each line: ``{"question_id"`` (or ``"question"`` + ``"golden_answers"``), ``"response"``, ``"format"``, and
     optionally ``"run"`` (id or name), ``"dataset"`` (name), ``"step"``, ``"reward"``, ``"reward_components"``,
-    ``"step_rewards"``}. ``run_id`` and ``dataset_name`` are the defaults for lines that name none.
+    ``"step_rewards"``, ``"verdicts"`` (judge outcomes to store) and ``"method"`` (+ ``"params"``, ``"judgements"``):
+    a line with a method and no reward is scored by ``scoring.scorer.score`` (HiPRAG's step flags are read off its
+    over-/under-search verdicts). ``run_id`` and ``dataset_name`` are the defaults for lines that name none.
     """
     path = Path(path)
     label = display_name or str(path)

@@ -148,3 +148,58 @@ def test_it_resolves_a_question_id_across_datasets_when_unambiguous(tmp_path):
     path = _write(tmp_path / "t.jsonl", [{"question_id": "only-here", "response": "x", "format": "hiprag"}])
     trajectory_import(path=path)
     assert Trajectory.objects.get().question.external_id == "only-here"
+
+
+def _scored_line(**extra):
+    return {
+        "question": "Capital of France?",
+        "golden_answers": ["Paris"],
+        "response": HIPRAG_RESPONSE,
+        "format": "hiprag",
+        **extra,
+    }
+
+
+def test_it_scores_a_line_that_names_its_method_from_its_verdicts(tmp_path):
+    verdicts = [
+        {"detector": "over_search", "step": 0, "outcome": "true", "judge_model": "labels"},
+        {"detector": "under_search", "step": 1, "outcome": "false", "judge_model": "labels"},
+    ]
+    path = _write(tmp_path / "t.jsonl", [_scored_line(method="hiprag", verdicts=verdicts)])
+    assert trajectory_import(path=path) == 1
+    trajectory = Trajectory.objects.get()
+    # HiPRAG Eq. 1 with A = F = 1: 1 + λp·N_corr/N = 1 + 0.4·1/2 (the search step was flagged over-search)
+    assert trajectory.total_reward == pytest.approx(1.2)
+    assert trajectory.reward_components["process_bonus"] == pytest.approx(0.2)
+    assert sorted(trajectory.verdicts.values_list("step__index", "detector", "outcome")) == [
+        (0, "over_search", "true"),
+        (1, "under_search", "false"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        # the bonus is due (right and well formed), so a missing step verdict is an error, not a "no"
+        pytest.param({"method": "hiprag", "verdicts": []}, "verdicts", id="missing-verdict"),
+        pytest.param({"method": "hiprag", "params": {"lambda_f": 2}}, "params.lambda_f", id="bad-param"),
+        pytest.param({"method": "nope"}, "method", id="unknown-method"),
+        pytest.param(
+            {"verdicts": [{"detector": "vibes", "outcome": "true"}]}, "verdicts[0].detector", id="detector"
+        ),
+        pytest.param(
+            {"verdicts": [{"detector": "answer", "outcome": "yes"}]}, "verdicts[0].outcome", id="outcome"
+        ),
+        pytest.param(
+            {"verdicts": [{"detector": "over_search", "outcome": "true", "step": 9}]},
+            "verdicts[0].step",
+            id="step",
+        ),
+    ],
+)
+def test_it_names_the_field_of_a_bad_scored_line(tmp_path, extra, field):
+    path = _write(tmp_path / "t.jsonl", [_scored_line(), _scored_line(**extra)])
+    with pytest.raises(DataImportError) as caught:
+        trajectory_import(path=path)
+    assert (caught.value.line, caught.value.field) == (2, field)
+    assert not Trajectory.objects.exists()  # the good first line was rolled back too
