@@ -148,7 +148,14 @@ class AuditFactory(factory.django.DjangoModelFactory):
 class AuditItemFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = AuditItem
+        skip_postgeneration_save = True
 
     audit = factory.SubFactory(AuditFactory)
     trajectory = factory.SubFactory(TrajectoryFactory)
     position = factory.Sequence(int)
+
+    @factory.post_generation
+    def assignees(self, create: bool, extracted: list[object] | None, **kwargs: object) -> None:
+        """By default every annotator of the audit labels the item."""
+        if create:
+            self.assignees.set(extracted if extracted is not None else self.audit.annotators.all())

@@ -2,6 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from webapp.api.api import ScoreApi, ScoreJobDetailApi
+from webapp.audits.api import AuditAgreementApi, AuditListApi
 from webapp.runs.api import RunDetailApi, RunListApi, RunMetricsApi
 from webapp.trajectories.api import (
     StepRewardExportApi,
@@ -24,6 +25,8 @@ urlpatterns = [
     ),
     path("trajectories/", TrajectoryListApi.as_view(), name="trajectory-list"),
     path("trajectories/<int:trajectory_id>/", TrajectoryDetailApi.as_view(), name="trajectory-detail"),
+    path("audits/", AuditListApi.as_view(), name="audit-list"),
+    path("audits/<int:audit_id>/agreement/", AuditAgreementApi.as_view(), name="audit-agreement"),
     re_path(r"^score/?$", ScoreApi.as_view(), name="score"),
     path("score/jobs/<int:job_id>/", ScoreJobDetailApi.as_view(), name="score-job"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -5,8 +5,17 @@ from webapp.audits.models import Audit, AuditItem, Label
 
 @admin.register(Audit)
 class AuditAdmin(admin.ModelAdmin):
-    list_display = ("name", "sample_size", "seed", "annotators_per_item", "blind", "status", "created_at")
-    list_filter = ("status", "blind")
+    list_display = (
+        "name",
+        "sample_size",
+        "seed",
+        "stratification",
+        "annotators_per_item",
+        "blind",
+        "status",
+        "created_at",
+    )
+    list_filter = ("status", "blind", "stratification")
     filter_horizontal = ("source_runs", "annotators")
 
 
@@ -14,6 +23,7 @@ class AuditAdmin(admin.ModelAdmin):
 class AuditItemAdmin(admin.ModelAdmin):
     list_display = ("audit", "position", "trajectory")
     raw_id_fields = ("trajectory",)
+    filter_horizontal = ("assignees",)
     list_select_related = ("audit",)
 
 

@@ -11,12 +11,22 @@ class Audit(models.Model):
         OPEN = "open"
         CLOSED = "closed"
 
+    class Stratification(models.TextChoices):
+        NONE = "", "none (uniform)"
+        DATASET = "dataset", "by dataset"
+        CORRECTNESS = "correctness", "by correctness (exact match)"
+
     name = models.CharField(max_length=200)
     source_runs = models.ManyToManyField("runs.Run", related_name="audits")
     annotators = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="audits", blank=True)
     sample_size = models.PositiveIntegerField()
     seed = models.BigIntegerField(default=0)
-    stratification = models.CharField(max_length=100, blank=True, help_text="e.g. 'dataset' or 'n_searches'")
+    stratification = models.CharField(
+        max_length=100,
+        blank=True,
+        choices=Stratification.choices,
+        help_text="strata sampled in proportion to their size",
+    )
     annotators_per_item = models.PositiveSmallIntegerField(default=1)
     guidelines = models.TextField(blank=True)
     blind = models.BooleanField(default=True, help_text="hide the judges' verdicts from annotators")
@@ -45,6 +55,10 @@ class AuditItem(models.Model):
         "trajectories.Trajectory", on_delete=models.CASCADE, related_name="audit_items"
     )
     position = models.PositiveIntegerField(help_text="order in the annotation queue")
+    # Who labels this item: ``annotators_per_item`` of the audit's annotators, assigned round-robin at creation.
+    assignees = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, related_name="assigned_audit_items", blank=True
+    )
 
     class Meta:
         ordering = ("audit", "position")

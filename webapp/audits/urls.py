@@ -4,8 +4,11 @@ from webapp.audits import views
 
 app_name = "audits"
 
-# Everything here is under /audits/queue/: the only prefix annotators may open.
+# Annotators may open only what is under /audits/queue/ (webapp.accounts.middleware); the rest is for researchers.
 urlpatterns = [
+    path("", views.audit_list, name="list"),
+    path("new/", views.audit_new, name="new"),
+    path("<int:audit_id>/report/", views.audit_report, name="report"),
     path("queue/", views.queue, name="queue"),
     path("queue/<int:audit_id>/", views.audit_items, name="items"),
     path("queue/items/<int:item_id>/", views.item_workspace, name="item"),

@@ -74,8 +74,10 @@ def demo_seed(*, demo_dir: Path = DEMO_DIR) -> DemoSeed:
     audit_create(
         name="Over-/under-search audit (demo)",
         run_ids=[hiprag.pk],
-        sample_size=4,
+        # Stratified by dataset, so the audit holds both multi-hop (search) and single-hop (non-search) steps.
+        sample_size=8,
         seed=0,
+        stratification="dataset",
         annotators=[users["ann"]],
         created_by=users["rey"],
         guidelines="For each search step: was the search necessary? For each non-search step: is it "
