@@ -122,6 +122,8 @@ INSTALLED_APPS = [
     "webapp.audits",
     "webapp.imports",
     "webapp.api",
+    "webapp.training",
+    "webapp.evaluation",
 ]
 
 MIDDLEWARE = [
@@ -293,12 +295,49 @@ CELERY_TASK_ROUTES = {
     "webapp.*.tasks.judge_*": {"queue": "judge"},
     "webapp.corpora.tasks.index_*": {"queue": "retrieval"},
     "webapp.runs.tasks.run_*": {"queue": "train"},
+    "webapp.training.tasks.training_*": {"queue": "train"},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+
+# --- Training runs -----------------------------------------------------------------------------------------------
+
+# Each train run gets <TRAINING_RUNS_DIR>/<run id>/ (config.json, trainer.log, the trainer's output/).
+TRAINING_RUNS_DIR = env_path("TRAINING_RUNS_DIR", VAR_DIR / "runs")
+# "python": `python -m trainer.train CONFIG` (CPU, one GPU); "accelerate": `accelerate launch … -m trainer.train`.
+TRAINING_LAUNCHER = env_choice("TRAINING_LAUNCHER", "python", ("python", "accelerate"))
+TRAINING_ACCELERATE_ARGS = env_list("TRAINING_ACCELERATE_ARGS", [])
+# After a stop request the trainer gets SIGINT, then this long to exit before SIGKILL.
+TRAINING_STOP_GRACE_SECONDS = env_int("TRAINING_STOP_GRACE_SECONDS", 30, minimum=0)
+# A running run whose heartbeat is older than this and whose supervisor is gone is marked crashed.
+TRAINING_HEARTBEAT_TIMEOUT_SECONDS = env_int("TRAINING_HEARTBEAT_TIMEOUT_SECONDS", 120, minimum=5)
+
+# --- Evaluation runs ---------------------------------------------------------------------------------------------
+
+# The policy model the new-evaluation form proposes: the CPU default, a local transformers folder.
+EVAL_DEFAULT_MODEL = env_str("EVAL_DEFAULT_MODEL", str(VAR_DIR / "models" / "SmolLM2-135M-Instruct"))
+# Questions per evaluate() call: each batch's trajectories and the report so far are stored, then the next starts.
+EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32, minimum=1, maximum=4096)
+
+# --- Retrieval indexes and POST /retrieve ------------------------------------------------------------------------
+
+# Each index is built into <RETRIEVAL_INDEX_DIR>/<index id>/; passage embeddings are cached per encoder and corpus.
+RETRIEVAL_INDEX_DIR = env_path("RETRIEVAL_INDEX_DIR", VAR_DIR / "retrieval" / "indexes")
+RETRIEVAL_EMBEDDINGS_DIR = env_path("RETRIEVAL_EMBEDDINGS_DIR", VAR_DIR / "retrieval" / "embeddings")
+# Encoders the build form offers besides the bundled MiniLM and the model-free hashing encoder (local paths or
+# hub names already in the local Hugging Face cache: nothing is downloaded).
+RETRIEVAL_ENCODERS = env_list("RETRIEVAL_ENCODERS", [])
+# FAISS threads per searching process (one is fastest on a 2-core box); RETRIEVAL_USE_GPU needs faiss-gpu.
+RETRIEVAL_FAISS_THREADS = env_int("RETRIEVAL_FAISS_THREADS", 1, minimum=1, maximum=256)
+RETRIEVAL_USE_GPU = env_bool("RETRIEVAL_USE_GPU", False)
+# The index POST /retrieve serves (an Index id); 0 serves the most recently built ready index.
+RETRIEVE_INDEX = env_int("RETRIEVE_INDEX", 0, minimum=0)
+# Shared secret for POST /retrieve (sent as "Authorization: Bearer <token>"). Unset: only direct loopback
+# connections are answered, since Search-R1's training scripts send no credentials.
+RETRIEVE_TOKEN = env_str("RETRIEVE_TOKEN")
 
 # --- Logging -----------------------------------------------------------------------------------------------------
 

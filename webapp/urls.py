@@ -10,10 +10,13 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("runs/", include("webapp.runs.urls")),
+    path("training/", include("webapp.training.urls")),
     path("trajectories/", include("webapp.trajectories.urls")),
     path("corpora/", include("webapp.corpora.urls")),
+    path("", include("webapp.corpora.urls_retrieve")),  # POST /retrieve, Search-R1's retrieval API
     path("datasets/", include("webapp.datasets.urls")),
     path("imports/", include("webapp.imports.urls")),
     path("audits/", include("webapp.audits.urls")),
     path("api/v1/", include("webapp.api.urls")),
+    path("", include("webapp.evaluation.urls")),  # /evaluation/, /compare/, /api/v1/runs/<id>/report/
 ]

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib.auth.middleware import LoginRequiredMiddleware
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from webapp.accounts.models import Role
 from webapp.accounts.selectors import user_role
@@ -15,6 +15,7 @@ from webapp.accounts.selectors import user_role
 API_PREFIX = "/api/"
 # What an annotator may reach: their queues, logging out, and static files.
 ANNOTATOR_PREFIXES = ("/audits/queue/", "/accounts/", "/static/")
+ANNOTATOR_HOME = "/audits/queue/"
 
 
 class LoginRequiredExceptApiMiddleware(LoginRequiredMiddleware):
@@ -42,5 +43,7 @@ class AnnotatorScopeMiddleware:
             and user_role(user=request.user) is Role.ANNOTATOR
             and not request.path.startswith(ANNOTATOR_PREFIXES)
         ):
+            if request.path == "/":  # where the login page sends everyone: an annotator's home is the queue
+                return HttpResponseRedirect(ANNOTATOR_HOME)
             raise PermissionDenied("Annotators can only open their audit queues.")
         return self.get_response(request)

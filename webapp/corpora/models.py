@@ -58,11 +58,19 @@ class Index(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices)
     path = models.CharField(max_length=1000, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    progress = models.FloatField(default=0.0, help_text="fraction of passages encoded, 0..1")
+    progress = models.FloatField(default=0.0, help_text="fraction of the build done, 0..1")
+    stage = models.CharField(
+        max_length=16, blank=True, help_text="build stage: scan, encode, index, tune or save"
+    )
     error = models.TextField(blank=True)
     build_seconds = models.FloatField(null=True, blank=True)
     size_bytes = models.BigIntegerField(null=True, blank=True)
+    metadata = models.JSONField(
+        default=dict, blank=True, help_text="the index folder's metadata.json (corpus sha256, params, tuning)"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "indexes"
@@ -78,3 +86,8 @@ class Index(models.Model):
 
     def __str__(self) -> str:
         return f"{self.corpus.name}/{self.name}"
+
+    @property
+    def is_active(self) -> bool:
+        """Still waiting for a worker or building: its status fragment keeps polling."""
+        return self.status in (self.Status.PENDING, self.Status.BUILDING)

@@ -1,4 +1,4 @@
-"""HTML pages on runs: the dashboard and the run page."""
+"""HTML pages on runs: the dashboard and the run page (live curves, status, stop, log tail, trajectories)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from django.views.decorators.http import require_POST
 
 from webapp.runs import selectors, services
 from webapp.runs.models import Run
+from webapp.training.selectors import overlay_candidates
+from webapp.training.services import training_mark_crashed, training_stop_request
 from webapp.trajectories.selectors import trajectory_list
 
 
@@ -22,22 +24,50 @@ def _run_or_404(run_id: int) -> Run:
         raise Http404("No such run") from None
 
 
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+def _checked_run(run_id: int) -> Run:
+    """The run, after marking it crashed if it is a train run whose supervisor stopped beating."""
     run = _run_or_404(run_id)
+    if (
+        run.kind == Run.Kind.TRAIN
+        and run.status == Run.Status.RUNNING
+        and training_mark_crashed(run_id=run.pk)
+    ):
+        run = _run_or_404(run_id)
+    return run
+
+
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _checked_run(run_id)
     context = {
         "run": run,
         "metrics": sorted(selectors.metric_latest(run_id=run.pk).items()),
         "trajectories": trajectory_list(run_id=run.pk)[:20],
+        "overlay_runs": overlay_candidates(run=run),
     }
     return render(request, "runs/run_detail.html", context)
 
 
 def run_status(request: HttpRequest, run_id: int) -> HttpResponse:
     """The status fragment the run page polls with htmx while the run is active."""
-    return render(request, "runs/_run_status.html", {"run": _run_or_404(run_id)})
+    return render(request, "runs/_run_status.html", {"run": _checked_run(run_id)})
+
+
+def run_trajectories(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The newest trajectories, polled while the run is active."""
+    run = _run_or_404(run_id)
+    return render(
+        request,
+        "runs/_run_trajectories.html",
+        {"run": run, "trajectories": trajectory_list(run_id=run.pk)[:20]},
+    )
 
 
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    _run_or_404(run_id)
-    return render(request, "runs/_run_status.html", {"run": services.run_cancel(run_id=run_id)})
+    run = _run_or_404(run_id)
+    if run.kind == Run.Kind.TRAIN:
+        # The supervisor stops the trainer (signal, grace period, kill) and records the final status.
+        run = training_stop_request(run_id=run_id)
+    else:
+        run = services.run_cancel(run_id=run_id)
+    return render(request, "runs/_run_status.html", {"run": _run_or_404(run.pk)})

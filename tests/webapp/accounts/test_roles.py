@@ -32,7 +32,13 @@ def test_it_lets_researchers_in(researcher_client):
     assert "runs/home.html" in [t.name for t in response.templates]
 
 
-@pytest.mark.parametrize("path", ["/", "/datasets/", "/corpora/", "/imports/", "/admin/", "/api/v1/docs/"])
+def test_it_sends_annotators_from_the_home_page_to_their_queue(annotator_client):
+    # the login page redirects everyone to "/", which an annotator may not see
+    response = annotator_client.get("/")
+    assert (response.status_code, response["Location"]) == (302, "/audits/queue/")
+
+
+@pytest.mark.parametrize("path", ["/datasets/", "/corpora/", "/imports/", "/admin/", "/api/v1/docs/"])
 def test_it_forbids_annotators_everything_but_their_queue(annotator_client, path):
     assert annotator_client.get(path).status_code == 403
 

@@ -1,0 +1,21 @@
+from django.contrib import admin
+
+from webapp.evaluation.models import EvaluationReport, EvaluationStats, ReferencePlan
+
+
+@admin.register(EvaluationReport)
+class EvaluationReportAdmin(admin.ModelAdmin):
+    list_display = ("run", "dataset", "position")
+    list_select_related = ("run",)
+
+
+@admin.register(EvaluationStats)
+class EvaluationStatsAdmin(admin.ModelAdmin):
+    list_display = ("run", "n_trajectories", "n_judge_errors", "n_reward_errors", "seconds")
+    list_select_related = ("run",)
+
+
+@admin.register(ReferencePlan)
+class ReferencePlanAdmin(admin.ModelAdmin):
+    list_display = ("question", "planner_model", "created_at")
+    raw_id_fields = ("question",)

@@ -1,0 +1,142 @@
+"""The new-evaluation form and the compare page's run pickers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from webapp.corpora.models import Index
+from webapp.datasets.models import Dataset
+from webapp.evaluation.specs import (
+    EvaluationConfigError,
+    EvaluationSpec,
+    JudgeSpec,
+    evaluation_spec_check,
+)
+from webapp.runs.models import Method, Run
+
+JUDGE_CHOICES = (
+    ("none", "no LLM judge (OSR/USR stay undefined)"),
+    ("policy", "the policy model judges"),
+    ("openai", "an OpenAI-compatible endpoint"),
+)
+
+
+class EvaluationForm(forms.Form):
+    # URLs are CharFields: Django's URLValidator refuses single-label hosts such as http://retriever:8000, the
+    # names services have inside a compose network; the spec check asks for an http(s) scheme.
+    name = forms.CharField(required=False, max_length=200, help_text="default: method and datasets")
+    method = forms.ChoiceField(choices=Method.choices, initial=Method.HIPRAG)
+    model = forms.CharField(
+        max_length=300,
+        help_text="a local model folder, or the model name a served endpoint knows (with a base URL)",
+    )
+    base_url = forms.CharField(
+        required=False,
+        label="Policy base URL",
+        help_text="an OpenAI-compatible /v1 URL (vLLM, …); empty: local",
+    )
+    api_key_env = forms.CharField(
+        required=False, label="Policy key variable", help_text="NAME of the environment variable with the key"
+    )
+    datasets = forms.ModelMultipleChoiceField(queryset=Dataset.objects.order_by("name"))
+    limit = forms.IntegerField(required=False, min_value=1, help_text="questions per dataset; empty: all")
+    index = forms.ModelChoiceField(
+        queryset=Index.objects.filter(status=Index.Status.READY).select_related("corpus"), required=False
+    )
+    retrieve_url = forms.CharField(
+        required=False,
+        label="/retrieve URL",
+        help_text="a Search-R1-compatible retrieval server instead of an index",
+    )
+    judge = forms.ChoiceField(choices=JUDGE_CHOICES, initial="none")
+    judge_url = forms.CharField(required=False, label="Judge base URL")
+    judge_model = forms.CharField(required=False, max_length=300)
+    judge_key_env = forms.CharField(required=False, label="Judge key variable")
+    answer_judge = forms.BooleanField(required=False, label="Also judge answer correctness with the LLM")
+    topk = forms.IntegerField(required=False, min_value=1, max_value=50, help_text="empty: the paper's")
+    max_turns = forms.IntegerField(required=False, min_value=1, max_value=50, help_text="empty: the paper's")
+    params = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='reward parameters as JSON, e.g. {"lambda_p": 0.4}; empty: the paper\'s',
+    )
+    base_run = forms.ModelChoiceField(
+        queryset=Run.objects.order_by("-created_at"), required=False, help_text="the baseline to compare with"
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["model"].initial = str(settings.EVAL_DEFAULT_MODEL)
+
+    def clean_params(self) -> dict[str, Any]:
+        text = self.cleaned_data.get("params", "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('a JSON object, e.g. {"lambda_p": 0.4}')
+        return value
+
+    def spec(self) -> EvaluationSpec:
+        data = self.cleaned_data
+        rollout = {k: data[k] for k in ("topk", "max_turns") if data.get(k) is not None}
+        return EvaluationSpec(
+            method=data["method"],
+            model=data["model"].strip(),
+            backend="openai" if data.get("base_url") else "transformers",
+            base_url=data.get("base_url") or "",
+            api_key_env=data.get("api_key_env", "").strip(),
+            dataset_ids=tuple(d.pk for d in data["datasets"]),
+            index_id=data["index"].pk if data.get("index") else None,
+            retrieve_url=data.get("retrieve_url") or "",
+            judge=JudgeSpec(
+                kind=data["judge"],
+                base_url=data.get("judge_url") or "",
+                model=data.get("judge_model", "").strip(),
+                api_key_env=data.get("judge_key_env", "").strip(),
+                answer_judge=data.get("answer_judge", False),
+            ),
+            params=data.get("params") or {},
+            rollout=rollout,
+            limit=data.get("limit"),
+            batch_size=settings.EVAL_BATCH_SIZE,
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        try:
+            evaluation_spec_check(self.spec())
+        except EvaluationConfigError as exc:
+            field = exc.field if exc.field in self.fields else None
+            if exc.field == "backend":
+                field = "base_url"
+            self.add_error(field, exc.message)
+        return cleaned
+
+
+class CompareForm(forms.Form):
+    a = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"), label="Run A (baseline)")
+    b = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"), label="Run B")
+    metric = forms.ChoiceField(
+        choices=(("em", "exact match"), ("cem", "cover exact match")), required=False, initial="em"
+    )
+    bucket = forms.CharField(required=False)
+    q = forms.CharField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        a, b = cleaned.get("a"), cleaned.get("b")
+        if a is not None and b is not None and a.pk == b.pk:
+            self.add_error("b", "choose a different run from A")
+        return cleaned

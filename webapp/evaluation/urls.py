@@ -1,0 +1,21 @@
+"""Included at the site root: the pages under /evaluation/, the compare page, and the report API under /api/v1/."""
+
+from django.urls import path
+
+from webapp.evaluation import views
+from webapp.evaluation.api import RunReportApi
+
+app_name = "evaluation"
+
+urlpatterns = [
+    path("evaluation/", views.evaluation_index, name="index"),
+    path("evaluation/new/", views.evaluation_new, name="new"),
+    path("evaluation/runs/<int:run_id>/report/", views.evaluation_report, name="report"),
+    path(
+        "evaluation/runs/<int:run_id>/report/fragment/",
+        views.evaluation_report_fragment,
+        name="report-fragment",
+    ),
+    path("compare/", views.compare, name="compare"),
+    path("api/v1/runs/<int:run_id>/report/", RunReportApi.as_view(), name="api-run-report"),
+]

@@ -1,0 +1,188 @@
+"""Writes on training runs: creation, stop requests, crash detection, and what the supervisor records."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from webapp.runs.models import MetricPoint, Run
+from webapp.runs.services import run_cancel, run_create, run_mark_finished
+from webapp.training.config import build_config, judge_option
+from webapp.training.models import TrainingProcess
+from webapp.trajectories.services import TrajectoryInput, trajectory_bulk_create
+
+QUESTIONS_FILE = "questions.jsonl"
+
+
+def run_dir_for(run_id: int) -> Path:
+    return Path(settings.TRAINING_RUNS_DIR) / str(run_id)
+
+
+@transaction.atomic
+def training_run_create(*, user: AbstractBaseUser | None, cleaned: Mapping[str, Any]) -> Run:
+    """A pending train run whose ``config`` is the trainer's full config, and its supervisor task on commit.
+
+    ``cleaned`` is a valid TrainingRunForm's cleaned_data. The config is rebuilt here with the run's own folder,
+    so it is validated again by trainer.config exactly as ``python -m trainer.train`` will read it.
+    """
+    from webapp.training.tasks import training_supervise_task
+
+    dataset = cleaned.get("dataset")
+    index = cleaned.get("index") if cleaned["rollout"] == "agent" else None
+    run = run_create(
+        name=cleaned["name"],
+        method=cleaned["method"],
+        model_name=cleaned["model_path"],
+        kind=Run.Kind.TRAIN,
+        algorithm=cleaned["algorithm"],
+        dataset_id=dataset.pk if dataset else None,
+        created_by=user,
+    )
+    folder = run_dir_for(run.pk)
+    run.config = build_config(
+        cleaned,
+        output_dir=str(folder / "output"),
+        data_path=str(folder / QUESTIONS_FILE) if dataset else "",
+    )
+    run.index = index
+    run.judge_settings = {"judge": judge_option(cleaned)} if index else {}
+    run.save(update_fields=["config", "index", "judge_settings"])
+    TrainingProcess.objects.create(run=run, run_dir=str(folder))
+    transaction.on_commit(lambda: training_supervise_task.delay(run.pk))
+    return run
+
+
+@transaction.atomic
+def training_stop_request(*, run_id: int) -> Run:
+    """Ask the supervisor to stop the trainer (it signals, waits the grace period, then kills).
+
+    A run still waiting for a worker is cancelled at once; its supervisor will find it cancelled and not start.
+    """
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if not run.is_active:
+        return run
+    TrainingProcess.objects.filter(run_id=run_id, stop_requested_at__isnull=True).update(
+        stop_requested_at=timezone.now()
+    )
+    if run.status == Run.Status.PENDING:
+        return run_cancel(run_id=run_id)
+    return run
+
+
+def training_stop_requested(*, run_id: int) -> bool:
+    return TrainingProcess.objects.filter(run_id=run_id, stop_requested_at__isnull=False).exists()
+
+
+def training_process_started(*, run_id: int, command: Sequence[str], pid: int) -> None:
+    TrainingProcess.objects.filter(run_id=run_id).update(
+        command=list(command), pid=pid, hostname=socket.gethostname(), supervisor_pid=os.getpid()
+    )
+
+
+def training_heartbeat(*, run_id: int, log_tail: str | None = None) -> None:
+    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    if log_tail is not None:
+        fields["log_tail"] = log_tail
+    Run.objects.filter(pk=run_id).update(**fields)
+
+
+@transaction.atomic
+def training_metrics_store(*, run_id: int, rows: Sequence[Mapping[str, Any]], offset: int) -> int:
+    """Upsert metrics.jsonl rows ({"step", "time", "key", "value"}) and remember how far the file was read."""
+    points = [
+        MetricPoint(
+            run_id=run_id,
+            step=int(row["step"]),
+            key=str(row["key"])[:100],
+            value=float(row["value"]),
+            wall_time=dt.datetime.fromtimestamp(float(row["time"]), tz=dt.UTC),
+        )
+        for row in rows
+    ]
+    if points:
+        # A resumed trainer rewrites the steps after its checkpoint: the newest value of (run, key, step) wins.
+        MetricPoint.objects.bulk_create(
+            points,
+            update_conflicts=True,
+            unique_fields=["run", "key", "step"],
+            update_fields=["value", "wall_time"],
+            batch_size=2000,
+        )
+    TrainingProcess.objects.filter(run_id=run_id).update(metrics_offset=offset)
+    return len(points)
+
+
+@transaction.atomic
+def training_samples_store(*, run_id: int, items: Sequence[TrajectoryInput], offset: int) -> int:
+    count = trajectory_bulk_create(items=items) if items else 0
+    TrainingProcess.objects.filter(run_id=run_id).update(samples_offset=offset)
+    return count
+
+
+def training_process_ended(*, run_id: int, exit_code: int, killed: bool, error_tail: str) -> Run:
+    """The final status: cancelled after a stop request, finished on exit 0, otherwise failed with the log's end."""
+    TrainingProcess.objects.filter(run_id=run_id).update(exit_code=exit_code, killed=killed)
+    if training_stop_requested(run_id=run_id):
+        return run_mark_finished(run_id=run_id, status=Run.Status.CANCELLED)
+    if exit_code == 0:
+        return run_mark_finished(run_id=run_id, status=Run.Status.FINISHED)
+    return run_mark_finished(
+        run_id=run_id,
+        status=Run.Status.FAILED,
+        error=f"trainer exited with {exit_code}\n{error_tail}".strip(),
+    )
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def training_mark_crashed(*, run_id: int | None = None, now: dt.datetime | None = None) -> list[int]:
+    """Mark running train runs crashed whose heartbeat is older than the timeout and whose supervisor is gone.
+
+    "Gone" is checked by pid on the supervisor's own machine; from another machine the stale heartbeat alone
+    decides (the supervisor beats every second, so minutes of silence mean its worker died). A trainer left behind
+    by a dead supervisor on this machine is killed, so it cannot keep a GPU busy for nobody.
+    """
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(seconds=settings.TRAINING_HEARTBEAT_TIMEOUT_SECONDS)
+    stale = Run.objects.filter(kind=Run.Kind.TRAIN, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    if run_id is not None:
+        stale = stale.filter(pk=run_id)
+    here = socket.gethostname()
+    crashed: list[int] = []
+    for run in stale.select_related("training_process"):
+        process = getattr(run, "training_process", None)
+        same_host = process is not None and process.hostname == here
+        if same_host and _alive(process.supervisor_pid):
+            continue
+        if same_host and _alive(process.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        seconds = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
+        run_mark_finished(
+            run_id=run.pk,
+            status=Run.Status.CRASHED,
+            error=f"no heartbeat for {seconds} s and its supervisor is gone (the train worker died?)",
+        )
+        crashed.append(run.pk)
+    return crashed
