@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: demo test lint typecheck pytest bench verify-reference clean
+.PHONY: demo test lint typecheck pytest browser bench verify-reference clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,11 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-pytest: $(VENV)/.installed
+# Debian's Chromium for the browser test (apt, once); never a browser download of Playwright's own.
+browser: $(VENV)/.installed
+	VENV=$(VENV) sh tests/browser_setup.sh
+
+pytest: $(VENV)/.installed browser
 	$(PY) -m pytest
 
 verify-reference: $(VENV)/.installed
