@@ -44,6 +44,9 @@ class _Server(ThreadingHTTPServer):
 def _serve(latency: float, ports: Any) -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body leave in two writes; with Nagle's algorithm on, the body waits for the client's delayed
+        # ACK of the headers (up to 40 ms a call). Real servers (uvicorn, vLLM) set TCP_NODELAY; so does this one.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -52,6 +52,7 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body in two writes must not wait for a delayed ACK
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
