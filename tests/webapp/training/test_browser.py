@@ -8,25 +8,18 @@ random model, and Debian's Chromium driven by Playwright (tests/browser_setup.sh
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 from unittest import mock
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
+from tests.webapp.celery_worker import celery_worker
 from webapp.accounts.models import Role
 from webapp.accounts.services import user_create
-from webapp.celery import app as celery_app
 from webapp.runs.models import MetricPoint, Run
 from webapp.training.tasks import training_supervise_task
 
-ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -47,71 +40,19 @@ pytestmark = [
 ]
 
 
-def _test_database_url() -> str:
-    name = connection.settings_dict["NAME"]
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{name}"
-    return urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path=f"/{name}"))
-
-
 @pytest.fixture
 def train_worker(tmp_path, settings):
     """A Celery worker process consuming a train queue, and the trainer's runs folder under tmp_path."""
     settings.TRAINING_RUNS_DIR = tmp_path / "runs"
-    env = {
-        **os.environ,
-        "DATABASE_URL": _test_database_url(),
-        "DB_CONN_MAX_AGE": "0",
-        "TRAINING_RUNS_DIR": str(tmp_path / "runs"),
-        "TRAINING_STOP_GRACE_SECONDS": "10",
-    }
-    send_options: dict[str, object] = {}
-    if settings.CELERY_BROKER_URL == "filesystem://":
-        queue = "train"  # the real queue name, in a broker folder nobody else reads
-        env["CELERY_FS_DIR"] = str(tmp_path / "celery")
-        folders = {
-            key: str(tmp_path / "celery" / sub)
-            for key, sub in (
-                ("data_folder_in", "queue"),
-                ("data_folder_out", "queue"),
-                ("control_folder", "control"),
-            )
-        }
-        for folder in folders.values():
-            Path(folder).mkdir(parents=True, exist_ok=True)
-        send_options["connection"] = celery_app.connection_for_write(transport_options=folders)
-    else:
-        queue = (
-            f"train-test-{uuid.uuid4().hex[:8]}"  # a shared Redis: no other train worker may take the task
-        )
-    log = tmp_path / "worker.log"
-    with open(log, "w") as log_file:
-        worker = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queue, "--pool=solo"),
-                *("--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
+    env = {"TRAINING_RUNS_DIR": str(tmp_path / "runs"), "TRAINING_STOP_GRACE_SECONDS": "10"}
+    with celery_worker(tmp_path, queue="train", env=env, grace=30) as worker:
 
-    def enqueue(run_id: int) -> None:
-        training_supervise_task.apply_async(args=[run_id], queue=queue, **send_options)
+        def enqueue(run_id: int) -> None:
+            training_supervise_task.apply_async(args=[run_id], queue=worker.queue, **worker.send_options)
 
-    # The live server's request thread enqueues through this: same task, this test's queue and broker folder.
-    with mock.patch.object(training_supervise_task, "delay", side_effect=enqueue):
-        yield log
-    worker.terminate()
-    try:
-        worker.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait()
-    connection_to_close = send_options.get("connection")
-    if connection_to_close is not None:
-        connection_to_close.release()  # type: ignore[attr-defined]
+        # The live server's request thread enqueues through this: same task, this test's queue and broker folder.
+        with mock.patch.object(training_supervise_task, "delay", side_effect=enqueue):
+            yield worker.log
 
 
 @pytest.mark.django_db(transaction=True)
