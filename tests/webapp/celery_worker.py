@@ -21,7 +21,7 @@ from webapp.celery import app as celery_app
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_database_url() -> str:
+def worker_database_url() -> str:
     """The URL of the database this test run created (test_<name>), for the worker to use the same rows."""
     name = connection.settings_dict["NAME"]
     if connection.vendor == "sqlite":
@@ -50,7 +50,7 @@ def celery_worker(
     no other process reads, so the queue keeps its real name. On a shared Redis the queue gets a unique suffix,
     so no other worker can take the test's task.
     """
-    worker_env = {**os.environ, "DATABASE_URL": test_database_url(), "DB_CONN_MAX_AGE": "0", **(env or {})}
+    worker_env = {**os.environ, "DATABASE_URL": worker_database_url(), "DB_CONN_MAX_AGE": "0", **(env or {})}
     handle = Worker(queue=queue, log=folder / "worker.log")
     if settings.CELERY_BROKER_URL == "filesystem://":
         worker_env["CELERY_FS_DIR"] = str(folder / "celery")

@@ -15,6 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from retrieval.searcher import Searcher
+from scoring.observations import format_passage
 from webapp.corpora.models import Index, Passage
 from webapp.corpora.selectors import passage_by_external_ids
 
@@ -95,8 +96,8 @@ class Hit:
 
     @property
     def search_r1_line(self) -> str:
-        """Exactly what the agent reads (``scoring.observations.format_passage``)."""
-        return f"Doc {self.rank}(Title: {self.title}) {self.text}"
+        """Exactly what the agent reads: the same formatting function the rollouts use."""
+        return format_passage(self.rank, f"{self.title}\n{self.text}").rstrip("\n")
 
 
 def index_try_query(
