@@ -34,8 +34,17 @@ class DataImportError(Exception):
 def iter_jsonl(path: str | Path, *, name: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line; a line that is not a JSON object is an error."""
     label = name or str(path)
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:  # decoded per line, so a bad byte is reported with its line number
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataImportError(
+                    file=label,
+                    line=number,
+                    field=None,
+                    message=f"not UTF-8 text: byte {exc.start} ({exc.reason})",
+                ) from None
             if not line.strip():
                 continue
             try:

@@ -203,3 +203,14 @@ def test_it_names_the_field_of_a_bad_scored_line(tmp_path, extra, field):
         trajectory_import(path=path)
     assert (caught.value.line, caught.value.field) == (2, field)
     assert not Trajectory.objects.exists()  # the good first line was rolled back too
+
+
+def test_it_names_the_line_of_bytes_that_are_not_utf8(tmp_path):
+    QuestionFactory(external_id="q1", dataset__name="toy")
+    good = json.dumps({"question_id": "q1", "response": HIPRAG_RESPONSE, "format": "hiprag"}).encode()
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(good + b"\n" + b'{"question_id": "q1", "response": "caf\xe9", "format": "hiprag"}\n')
+    with pytest.raises(DataImportError) as caught:
+        trajectory_import(path=path, dataset_name="toy")
+    assert caught.value.line == 2 and "not UTF-8" in str(caught.value)
+    assert not Trajectory.objects.exists()
