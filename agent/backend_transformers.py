@@ -88,6 +88,9 @@ class TransformersBackend:
             return text
         return str(self.tokenizer.decode(ids[:max_tokens]))
 
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids)))
 

@@ -18,6 +18,7 @@ as HiPRAG's ``analysis.py`` does (an invalid trajectory earns no process bonus, 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any
 from agent import judges as det
 from agent.backends import GenerationBackend
 from agent.judge_client import ChatJudge
-from agent.rollout import PAPER_CONFIGS, Question, Rollout, RolloutConfig, run_rollouts
+from agent.rollout import PAPER_CONFIGS, Progress, Question, Rollout, RolloutConfig, run_rollouts
 from agent.rollout_methods import METHODS
 from retrieval.searcher import Searcher
 from scoring.aggregates import EvaluationReport, TrajectoryOutcome, evaluation_report
@@ -50,6 +51,9 @@ class Judges:
     answer_judge: ChatJudge | None = None
     plans: det.ReferencePlanStore = field(default_factory=det.InMemoryPlanStore)
     regeneration_batch_size: int = 64
+    # HiPRAG's over-/under-search detectors from the evidence heuristic (scoring.judging.evidence) instead of an
+    # LLM: no judge calls at all; the other detectors still use ``judge`` when one is set.
+    evidence: bool = False
 
     def all(self) -> list[ChatJudge]:
         found: list[ChatJudge] = []
@@ -185,10 +189,15 @@ async def evaluate(
     config: RolloutConfig | None = None,
     params: Mapping[str, Any] | None = None,
     batch_size: int = 32,
+    progress: Progress | None = None,
 ) -> EvaluationResult:
-    """Roll out, judge, score and report ``questions`` (in batches of ``batch_size`` rollouts)."""
+    """Roll out, judge, score and report ``questions`` (in batches of ``batch_size`` rollouts); ``progress`` hears
+    of every turn, retrieval and judge call (``judge``: calls answered of calls made so far)."""
     started = time.perf_counter()
     judges = judges or Judges()
+    calls = [0, 0]  # judge calls answered, made
+    if progress is not None:
+        judges = _counted(judges, progress, calls)
     config = config or PAPER_CONFIGS[method]
     loop = METHODS[method]()
     records: list[TrajectoryRecord] = []
@@ -204,10 +213,14 @@ async def evaluate(
         judge_tasks: list[asyncio.Task[None]] = []
         batch_records: dict[int, TrajectoryRecord] = {}
         on_finished = _start_judging(method, loop.format, judges, plan_tasks, batch_records, judge_tasks)
-        rollouts = await run_rollouts(backend, searcher, loop, batch, config, on_finished=on_finished)
+        rollouts = await run_rollouts(
+            backend, searcher, loop, batch, config, on_finished=on_finished, progress=progress
+        )
         ordered = [batch_records[id(r)] for r in rollouts]
+        if progress is not None:  # what is left is judging (and the policy-side detectors) only
+            progress("judge", calls[0], calls[1], "waiting for judges")
         policy_work: list[Awaitable[Any]] = [asyncio.gather(*judge_tasks)]
-        if method == "hiprag" and judges.judge is not None:
+        if method == "hiprag" and judges.judge is not None and not judges.evidence:
             policy_work.append(_over_search(backend, judges, ordered))
         if method == "autosearch" and config.intermediate_answers:
             policy_work.append(_intermediate(backend, ordered))
@@ -258,8 +271,10 @@ async def _judge_record(
     q, trajectory = record.question, record.trajectory
     work: dict[str, Any] = {}
     judge = judges.judge
+    if judges.evidence and method == "hiprag" and trajectory.valid:
+        record.verdicts.update(det.hiprag_evidence(trajectory, q.text, q.golds, q.supporting_titles))
     if judge is not None:
-        if method == "hiprag" and trajectory.valid:
+        if method == "hiprag" and trajectory.valid and not judges.evidence:
             work[det.UNDER_SEARCH] = det.hiprag_under_search(judges.under_search_judge or judge, trajectory)
         elif method == "tiresrag":
             work[det.SUFFICIENCY] = _one(det.tiresrag_sufficiency(judge, q.text, q.golds, trajectory))
@@ -313,6 +328,44 @@ async def _intermediate(backend: GenerationBackend, records: Sequence[Trajectory
     for record, found in zip(records, answers, strict=True):
         record.intermediate_answers = found
         record.rollout.intermediate_answers = found
+
+
+class _CountedJudge:
+    """A judge that reports each call made and answered to ``progress`` (phase ``judge``)."""
+
+    def __init__(self, inner: ChatJudge, counts: list[int], progress: Progress) -> None:
+        self.inner, self.counts, self.progress = inner, counts, progress
+        self.model, self.stats = inner.model, inner.stats
+
+    async def chat(self, messages: Sequence[Any], *, max_tokens: int | None = None) -> Any:
+        self.counts[1] += 1
+        try:
+            return await self.inner.chat(messages, max_tokens=max_tokens)
+        finally:
+            self.counts[0] += 1
+            self.progress(JUDGE_CALLS, self.counts[0], self.counts[1], "calls answered / made")
+
+
+JUDGE_CALLS = "judge calls"  # a counter, not a phase: these calls overlap generation (trainer.progress)
+
+
+def _counted(judges: Judges, progress: Progress, counts: list[int]) -> Judges:
+    """``judges`` with each distinct judge wrapped to count into ``counts`` (answered, made), shared by all."""
+    wrapped: dict[int, ChatJudge] = {}
+
+    def wrap(judge: ChatJudge | None) -> ChatJudge | None:
+        if judge is None:
+            return None
+        if id(judge) not in wrapped:
+            wrapped[id(judge)] = _CountedJudge(judge, counts, progress)
+        return wrapped[id(judge)]
+
+    return dataclasses.replace(
+        judges,
+        judge=wrap(judges.judge),
+        under_search_judge=wrap(judges.under_search_judge),
+        answer_judge=wrap(judges.answer_judge),
+    )
 
 
 def evaluate_sync(*args: Any, **kwargs: Any) -> EvaluationResult:

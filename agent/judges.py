@@ -152,6 +152,26 @@ async def hiprag_over_search(
     return results
 
 
+def hiprag_evidence(
+    trajectory: Trajectory, question: str, golds: Sequence[str], supporting_titles: Sequence[str]
+) -> dict[str, list[JudgeResult]]:
+    """HiPRAG's two detectors from the evidence heuristic (scoring.judging.evidence): no call, instant."""
+    from scoring.judging import evidence
+
+    over = evidence.over_search_flags(trajectory, supporting_titles)
+    under = evidence.under_search_flags(trajectory, question, golds)
+    return {
+        OVER_SEARCH: [
+            JudgeResult(OVER_SEARCH, verdict, step_index=i, model=evidence.JUDGE_MODEL)
+            for i, verdict in over.items()
+        ],
+        UNDER_SEARCH: [
+            JudgeResult(UNDER_SEARCH, verdict, step_index=i, model=evidence.JUDGE_MODEL)
+            for i, verdict in under.items()
+        ],
+    }
+
+
 async def hiprag_under_search(judge: ChatJudge, trajectory: Trajectory) -> list[JudgeResult]:
     """One under-search result per non-search step (the step's tagged text goes to the Fig. 6 verifier)."""
     return list(

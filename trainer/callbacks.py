@@ -160,6 +160,10 @@ def sample_row(step: int, score: SampleScore) -> dict[str, Any]:
         "step_rewards": list(step_rewards),
         "unscorable_reason": score.error,
         "judgements": _jsonable(score.judgements),
+        "end": str(
+            score.extras.get("end") or ""
+        ),  # why the rollout ended (agent.rollout.BUDGET_ENDS, answer, eos)
+        "cut_turns": int(score.extras.get("cut_turns") or 0),
         "steps": steps,
     }
 
@@ -239,3 +243,60 @@ class MetricsCallback(TrainerCallback):
             _append(
                 self.samples_path, (sample_row(step, s) for s in self.ledger.latest[: self.samples_per_log])
             )
+
+
+class ProgressCallback(TrainerCallback):
+    """Step boundaries for the heartbeat (:mod:`trainer.progress`): step k of N, its time, the ETA."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.progress.begin_step(state.global_step + 1, state.max_steps)
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.progress.end_step()
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.progress.update("save", state.global_step, state.max_steps, "checkpoint saved")
+
+
+class WarmStartCallback(TrainerCallback):
+    """The warm start's loss curve in ``metrics.jsonl`` (the same rows as :class:`MetricsCallback`) and its
+    heartbeat: phase ``train``, batch k of N."""
+
+    KEYS = ("loss", "learning_rate", "grad_norm", "epoch")
+
+    def __init__(self, output_dir: str, progress: Any) -> None:
+        self.path = Path(output_dir) / METRICS_FILE
+        self.progress = progress
+
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.progress.step, self.progress.max_steps = state.global_step + 1, state.max_steps
+        self.progress.update("train", state.global_step + 1, state.max_steps, "supervised warm start")
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        now = time.time()
+        rows = [
+            {"step": state.global_step, "time": now, "key": key, "value": float(logs[key])}
+            for key in self.KEYS
+            if logs and isinstance(logs.get(key), int | float) and math.isfinite(float(logs[key]))
+        ]
+        if rows:
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(row) + "\n" for row in rows)

@@ -61,6 +61,13 @@ class ModelConfig:
         metadata=_help("torch.set_num_threads on the CPU (2 is fastest on a 2-core box); 0 = leave it."),
     )
     lora: bool = field(default=False, metadata=_help("Train a LoRA adapter instead of every weight."))
+    trainable_layers: int = field(
+        default=0,
+        metadata=_help(
+            "Train only the top N decoder layers and the final norm (0: every weight). Less backward compute on a "
+            "CPU; not with lora."
+        ),
+    )
     lora_r: int = field(default=8, metadata=_help("LoRA rank."))
     lora_alpha: int = field(default=16, metadata=_help("LoRA alpha (scale = alpha / r)."))
     lora_dropout: float = field(default=0.0, metadata=_help("LoRA dropout."))
@@ -101,9 +108,28 @@ class RolloutConfig:
         ),
     )
     max_turns: int = field(
-        default=3, metadata=_help("Search turns before the final answer ('generate' only).")
+        default=3,
+        metadata=_help(
+            "Turn budget: search turns before the final answer (Search-R1, AutoSearch), HiPRAG's step budget B, "
+            "Search-P1's action budget B, TIRESRAG's retrieval rounds. Applied by 'agent' and 'generate'."
+        ),
     )
-    max_turn_tokens: int = field(default=24, metadata=_help("New tokens per model turn ('generate' only)."))
+    max_turn_tokens: int = field(
+        default=64, metadata=_help("New tokens per model turn; a turn is cut there ('agent' and 'generate').")
+    )
+    max_rollout_tokens: int = field(
+        default=0,
+        metadata=_help(
+            "Completion tokens per rollout, the model's and retrieved (what the update trains on); a turn gets at "
+            "most what is left and a rollout with nothing left ends ('budget:rollout_tokens'). 0: "
+            "training.max_completion_length. 'agent' only."
+        ),
+    )
+    max_obs_tokens: int = field(
+        default=100,
+        metadata=_help("Tokens of retrieved text per search (the observation is cut there; 'agent')."),
+    )
+    topk: int = field(default=3, metadata=_help("Passages per search ('agent')."))
     options: dict[str, Any] = field(
         default_factory=dict, metadata=_help("Free-form options passed to a custom rollout factory.")
     )
@@ -139,7 +165,10 @@ class TrainingConfig:
     max_steps: int = field(default=10, metadata=_help("Optimizer steps."))
     learning_rate: float = field(default=1e-6, metadata=_help("Policy learning rate (AdamW)."))
     per_device_train_batch_size: int = field(
-        default=4, metadata=_help("Completions per micro-batch; a multiple of num_generations.")
+        default=8,
+        metadata=_help(
+            "Completions per micro-batch, a multiple of num_generations: 8 of 4 is 2 questions per step."
+        ),
     )
     num_generations: int = field(default=4, metadata=_help("Rollouts per question (the GRPO group, ≥ 2)."))
     gradient_accumulation_steps: int = field(default=1, metadata=_help("Micro-batches per optimizer step."))
@@ -229,6 +258,8 @@ class RunConfig:
             ("training.logging_steps", t.logging_steps),
             ("model.lora_r", self.model.lora_r),
             ("rollout.max_turn_tokens", self.rollout.max_turn_tokens),
+            ("rollout.max_obs_tokens", self.rollout.max_obs_tokens),
+            ("rollout.topk", self.rollout.topk),
         )
         for name, count in minimum_one:
             _at_least(name, count, 1)
@@ -237,7 +268,9 @@ class RunConfig:
             ("training.save_total_limit", t.save_total_limit),
             ("data.limit", self.data.limit),
             ("model.torch_threads", self.model.torch_threads),
+            ("model.trainable_layers", self.model.trainable_layers),
             ("rollout.max_turns", self.rollout.max_turns),
+            ("rollout.max_rollout_tokens", self.rollout.max_rollout_tokens),
             ("logging.sample_every", self.logging.sample_every),
             ("logging.samples_per_log", self.logging.samples_per_log),
             ("training.beta", t.beta),
@@ -268,6 +301,16 @@ class RunConfig:
                 "training.per_device_train_batch_size",
                 f"must be a multiple of training.num_generations ({t.num_generations}), got "
                 f"{t.per_device_train_batch_size}",
+            )
+        if self.rollout.max_rollout_tokens > t.max_completion_length:
+            raise ConfigError(
+                "rollout.max_rollout_tokens",
+                f"must be ≤ training.max_completion_length ({t.max_completion_length}), got "
+                f"{self.rollout.max_rollout_tokens}",
+            )
+        if self.model.lora and self.model.trainable_layers:
+            raise ConfigError(
+                "model.trainable_layers", "must be 0 with model.lora (LoRA chooses what trains)"
             )
         if "{question}" not in self.data.prompt_template:
             raise ConfigError("data.prompt_template", "must contain {question}")
@@ -354,6 +397,11 @@ def config_from_dict(values: dict[str, Any]) -> RunConfig:
 
 def load_config(path: str | Path) -> RunConfig:
     """Read a ``.toml``, ``.json`` or ``.yaml``/``.yml`` file (YAML needs PyYAML, which transformers installs)."""
+    return config_from_dict(load_config_values(path))
+
+
+def load_config_values(path: str | Path) -> dict[str, Any]:
+    """The top-level table of a ``.toml``, ``.json`` or ``.yaml`` config file; errors name the file."""
     path = Path(path)
     suffix = path.suffix.lower()
     try:
@@ -379,10 +427,10 @@ def load_config(path: str | Path) -> RunConfig:
         raise
     if not isinstance(values, dict):
         raise ConfigError("CONFIG", f"{path.name} must hold a table/object at the top level")
-    return config_from_dict(values)
+    return values
 
 
-def describe() -> str:
+def describe(root: type[Any] | None = None) -> str:
     """Every field with its default and help text (``python -m trainer.train --help-config``)."""
     lines: list[str] = []
 
@@ -402,5 +450,5 @@ def describe() -> str:
                 default = "(required)"
             lines.append(f"  {prefix}{f.name} = {json.dumps(default)}  # {f.metadata.get('help', '')}")
 
-    walk(RunConfig, "")
+    walk(root or RunConfig, "")
     return "\n".join(lines)

@@ -53,7 +53,7 @@ def tiny_model(
     )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        return LlamaForCausalLM(config)
+        return LlamaForCausalLM(config)  # type: ignore[no-untyped-call]  # untyped in transformers 5.19
 
 
 def load_policy(config: ModelConfig, *, seed: int = 0) -> tuple[PreTrainedModel, Any]:
@@ -89,3 +89,15 @@ def lora_config(config: ModelConfig) -> Any:
         target_modules=list(config.lora_target_modules),
         task_type="CAUSAL_LM",
     )
+
+
+def freeze_lower_layers(model: Any, trainable: int) -> None:
+    """Train only the top ``trainable`` decoder layers and the final norm: freeze the embeddings (tied to the LM
+    head in SmolLM2) and every layer below. The backward pass then stops at the lowest trainable layer — about
+    1.8× less compute with 10 of SmolLM2's 30 layers — which is what makes a CPU step short. 0: train everything."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not trainable or layers is None or trainable >= len(layers):
+        return
+    model.model.embed_tokens.requires_grad_(False)
+    for layer in list(layers)[: len(layers) - trainable]:
+        layer.requires_grad_(False)

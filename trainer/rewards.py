@@ -64,6 +64,7 @@ class SampleScore:
     over_search: tuple[Verdict | None, ...] = ()  # one per judged search step
     under_search: tuple[Verdict | None, ...] = ()  # one per judged non-search step
     intermediate_correct: tuple[bool, ...] | None = None  # AutoSearch: EM of each intermediate answer
+    extras: Mapping[str, Any] = field(default_factory=dict)  # the rollout's (e.g. ``end``: why it ended)
 
     @property
     def dataset(self) -> str:
@@ -208,7 +209,9 @@ class MethodReward:
         trajectories = [PARSERS[METHODS[self.method].format](text) for text in texts]
         judged = self._judge(texts, golds, trajectories, rows, given, extras)
         scores = [
-            self._score(str(prompts[i]), rows[i], texts[i], golds[i], trajectories[i], judged[i], params)
+            self._score(
+                str(prompts[i]), rows[i], texts[i], golds[i], trajectories[i], judged[i], params, extras[i]
+            )
             for i in range(n)
         ]
         self.ledger.record(scores)
@@ -248,6 +251,7 @@ class MethodReward:
         trajectory: Trajectory,
         judgements: Mapping[str, Any],
         params: Mapping[str, Any],
+        extras: Mapping[str, Any],
     ) -> SampleScore:
         known = METHODS[self.method].judgements
         reward: Reward | None = None
@@ -282,6 +286,7 @@ class MethodReward:
             over_search=over,
             under_search=under,
             intermediate_correct=_intermediate_correct(judgements, golds),
+            extras=dict(extras),
         )
 
 

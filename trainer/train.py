@@ -60,6 +60,7 @@ def load_rows(config: Any) -> list[dict[str, Any]]:
                         "question": question,
                         "golden_answers": [golds] if isinstance(golds, str) else list(golds),
                         "dataset": str(metadata.get("data_source") or item.get("data_source") or path.stem),
+                        "supporting_titles": [str(t) for t in metadata.get("supporting_titles") or ()],
                     }
                 )
     if config.data.limit:
@@ -73,6 +74,7 @@ def load_rows(config: Any) -> list[dict[str, Any]]:
             "golden_answers": r["golden_answers"],
             "id": str(r["id"]),
             "dataset": r.get("dataset", "demo"),
+            "supporting_titles": r.get("supporting_titles", []),
         }
         for r in raw
     ]
@@ -132,18 +134,24 @@ def build_trainer(config: Any, *, model: Any = None, tokenizer: Any = None, roll
     from datasets import Dataset  # type: ignore[import-untyped]
 
     from trainer.algorithms import SearchGRPOTrainer, SearchPPOTrainer, grpo_args
-    from trainer.callbacks import MetricsCallback
-    from trainer.models import load_policy, lora_config
+    from trainer.callbacks import MetricsCallback, ProgressCallback
+    from trainer.models import freeze_lower_layers, load_policy, lora_config
+    from trainer.progress import ProgressReporter
     from trainer.rewards import MethodReward, ScoreLedger
     from trainer.rollout import make_rollout_func
 
     if config.model.torch_threads:
         torch.set_num_threads(config.model.torch_threads)
     torch.manual_seed(config.training.seed)
+    progress = ProgressReporter(config.output_dir)
+    progress.update("load", 0, 0, "loading the policy and the search index")
     if model is None:
         model, tokenizer = load_policy(config.model, seed=config.training.seed)
+    freeze_lower_layers(model, config.model.trainable_layers)
     rows = load_rows(config)
     rollout = rollout if rollout is not None else make_rollout(config, model, tokenizer)
+    if hasattr(rollout, "progress"):
+        rollout.progress = progress
     ledger = ScoreLedger()
     reward = MethodReward(config.method, params=config.reward.params, ledger=ledger)
     common: dict[str, Any] = {
@@ -160,7 +168,8 @@ def build_trainer(config: Any, *, model: Any = None, tokenizer: Any = None, roll
                 config.output_dir,
                 sample_every=config.logging.sample_every,
                 samples_per_log=config.logging.samples_per_log,
-            )
+            ),
+            ProgressCallback(progress),
         ],
         "ledger": ledger,
         "method": config.method,

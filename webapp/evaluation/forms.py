@@ -22,7 +22,12 @@ JUDGE_CHOICES = (
     ("none", "no LLM judge (OSR/USR stay undefined)"),
     ("policy", "the policy model judges"),
     ("openai", "an OpenAI-compatible endpoint"),
+    ("evidence", "evidence — heuristic, no LLM (HiPRAG's over-/under-search from the supporting passages)"),
 )
+
+
+# The rollout budgets a user may set (agent.rollout.RolloutConfig fields; empty: the method's paper settings).
+ROLLOUT_FIELDS = ("topk", "max_turns", "max_new_tokens", "max_rollout_tokens", "max_obs_tokens")
 
 
 class EvaluationForm(forms.Form):
@@ -32,6 +37,7 @@ class EvaluationForm(forms.Form):
     method = forms.ChoiceField(choices=Method.choices, initial=Method.HIPRAG)
     model = forms.CharField(
         max_length=300,
+        widget=forms.TextInput(attrs={"list": "known-models"}),
         help_text="a local model folder, or the model name a served endpoint knows (with a base URL)",
     )
     base_url = forms.CharField(
@@ -58,7 +64,27 @@ class EvaluationForm(forms.Form):
     judge_key_env = forms.CharField(required=False, label="Judge key variable")
     answer_judge = forms.BooleanField(required=False, label="Also judge answer correctness with the LLM")
     topk = forms.IntegerField(required=False, min_value=1, max_value=50, help_text="empty: the paper's")
-    max_turns = forms.IntegerField(required=False, min_value=1, max_value=50, help_text="empty: the paper's")
+    max_turns = forms.IntegerField(
+        required=False, min_value=1, max_value=50, label="turn budget", help_text="empty: the paper's"
+    )
+    max_new_tokens = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="tokens per turn",
+        help_text="a model turn is cut here; empty: the paper's (500)",
+    )
+    max_rollout_tokens = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="tokens per rollout",
+        help_text="model and retrieved tokens; the rollout ends when they are spent; empty: no limit",
+    )
+    max_obs_tokens = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="retrieved tokens per search",
+        help_text="empty: the paper's (500)",
+    )
     params = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -70,7 +96,13 @@ class EvaluationForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["model"].initial = str(settings.EVAL_DEFAULT_MODEL)
+        from webapp.training.config import available_models, default_model_path
+
+        self.known_models = available_models()  # warm-started models included
+        default = default_model_path()
+        self.fields["model"].initial = (
+            default if default != "tiny-random" else str(settings.EVAL_DEFAULT_MODEL)
+        )
 
     def clean_params(self) -> dict[str, Any]:
         text = self.cleaned_data.get("params", "").strip()
@@ -88,7 +120,7 @@ class EvaluationForm(forms.Form):
 
     def spec(self) -> EvaluationSpec:
         data = self.cleaned_data
-        rollout = {k: data[k] for k in ("topk", "max_turns") if data.get(k) is not None}
+        rollout = {k: data[k] for k in ROLLOUT_FIELDS if data.get(k) is not None}
         return EvaluationSpec(
             method=data["method"],
             model=data["model"].strip(),

@@ -88,4 +88,6 @@ def trajectory_input(record: TrajectoryRecord, *, run_id: int, dataset_id: int) 
         verdicts=verdict_inputs(record),
         regenerated_answers=regenerated,
         intermediate_answers=intermediate,
+        end_reason=record.rollout.end,
+        cut_turns=record.rollout.cut_turns,
     )

@@ -167,10 +167,19 @@ def _execute(run: Run) -> None:
 
 
 def _questions(dataset: Dataset, limit: int | None) -> list[Question]:
-    rows = dataset.questions.order_by("id").values_list("pk", "text", "golden_answers")
+    rows = dataset.questions.order_by("id").values_list("pk", "text", "golden_answers", "metadata")
     if limit is not None:
         rows = rows[:limit]
-    return [Question(str(pk), text, tuple(golds), dataset.name) for pk, text, golds in rows]
+    return [
+        Question(
+            str(pk),
+            text,
+            tuple(golds),
+            dataset.name,
+            tuple(str(t) for t in (metadata or {}).get("supporting_titles") or ()),
+        )
+        for pk, text, golds, metadata in rows
+    ]
 
 
 def _batches(questions: Sequence[Question], size: int) -> Iterator[Sequence[Question]]:
@@ -230,3 +239,54 @@ def _log(run_id: int, line: str) -> None:
         run = Run.objects.select_for_update().only("log_tail").get(pk=run_id)
         lines = [*run.log_tail.splitlines(), stamped][-LOG_TAIL_LINES:]
         Run.objects.filter(pk=run_id).update(log_tail="\n".join(lines), heartbeat_at=now)
+
+
+def evaluation_report_ensure(*, run_id: int) -> bool:
+    """Compute and store the report of a run that has scored trajectories but no report (an imported run, or one
+    whose report was never written), from its stored trajectories and step verdicts; True when one was written.
+
+    Verdicts are read as the aggregates take them (HiPRAG Eq. 2): over-search flags of search steps, under-search
+    flags of non-search steps, in step order; ``error`` and ``unparseable`` stay what they are (counted, never
+    read as "no").
+    """
+    from scoring.verdicts import Verdict
+    from webapp.trajectories.models import JudgeVerdict, Trajectory
+
+    if EvaluationReport.objects.filter(run_id=run_id).exists():
+        return False
+    rows = list(
+        Trajectory.objects.filter(run_id=run_id)
+        .order_by("pk")
+        .values_list(
+            "pk", "dataset__name", "cover_exact_match", "exact_match", "f1", "format_ok", "n_searches"
+        )
+    )
+    if not rows:
+        return False
+    flags: dict[tuple[int, str], list[Verdict]] = {}
+    verdicts = (
+        JudgeVerdict.objects.filter(trajectory__run_id=run_id, detector__in=("over_search", "under_search"))
+        .order_by("trajectory_id", "step__index")
+        .values_list("trajectory_id", "detector", "outcome")
+    )
+    for trajectory_id, detector, outcome in verdicts:
+        flags.setdefault((trajectory_id, detector), []).append(Verdict(outcome))
+    outcomes = [
+        TrajectoryOutcome(
+            dataset=dataset or "unnamed",
+            cem=bool(cem),
+            em=bool(em),
+            f1=float(f1 or 0.0),
+            format_ok=format_ok,
+            n_searches=n_searches,
+            over_search=tuple(flags.get((pk, "over_search"), ())),
+            under_search=tuple(flags.get((pk, "under_search"), ())),
+        )
+        for pk, dataset, cem, em, f1, format_ok, n_searches in rows
+    ]
+    report = evaluation_report(outcomes)
+    EvaluationReport.objects.bulk_create(
+        EvaluationReport(run_id=run_id, dataset=row.dataset, position=position, row=asdict(row))
+        for position, row in enumerate(report.rows())
+    )
+    return True

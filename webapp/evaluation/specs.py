@@ -16,9 +16,17 @@ from scoring.scorer import ScoringInputError, score
 from webapp.runs.models import Method
 
 BACKEND_KINDS = ("transformers", "openai")
-JUDGE_KINDS = ("none", "policy", "openai")
+JUDGE_KINDS = ("none", "policy", "openai", "evidence")
 # The rollout settings a run may override (the rest are each method's paper settings, agent.rollout.PAPER_CONFIGS).
-ROLLOUT_OVERRIDES = ("topk", "max_turns", "max_new_tokens", "temperature", "seed")
+ROLLOUT_OVERRIDES = (
+    "topk",
+    "max_turns",
+    "max_new_tokens",
+    "max_rollout_tokens",
+    "max_obs_tokens",
+    "temperature",
+    "seed",
+)
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -132,7 +140,7 @@ def evaluation_spec_check(spec: EvaluationSpec) -> None:
             raise EvaluationConfigError("judge_model", "name the model the judge endpoint serves")
     _check_url("judge_url", judge.base_url)
     _check_env_name("judge_key_env", judge.api_key_env)
-    if judge.answer_judge and judge.kind == "none":
+    if judge.answer_judge and judge.kind in ("none", "evidence"):
         raise EvaluationConfigError("answer_judge", "LLM-as-judge correctness needs a judge")
     if not isinstance(spec.params, dict):
         raise EvaluationConfigError("params", "a JSON object of reward parameters")

@@ -52,6 +52,10 @@ def evaluation_report_fragment(request: HttpRequest, run_id: int) -> HttpRespons
         run = run_get(run_id=run_id)
     except Run.DoesNotExist:
         raise Http404("No such run") from None
+    if not run.is_active:
+        services.evaluation_report_ensure(
+            run_id=run.pk
+        )  # an imported run's report, computed once from its trajectories
     return render(request, "evaluation/_report.html", {"run": run, **report_context(run)})
 
 
@@ -60,6 +64,8 @@ def evaluation_report(request: HttpRequest, run_id: int) -> HttpResponse:
         run = run_get(run_id=run_id)
     except Run.DoesNotExist:
         raise Http404("No such run") from None
+    if not run.is_active:
+        services.evaluation_report_ensure(run_id=run.pk)
     return render(request, "evaluation/report.html", {"run": run, **report_context(run)})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,3 +85,58 @@ def demo_seed(*, demo_dir: Path = DEMO_DIR) -> DemoSeed:
         "correct, or should the agent have searched?",
     )
     return DemoSeed(created=True, token=token)
+
+
+def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
+    """Make the demo ready to train (idempotent): the demo corpus's index built, and the warm-started SmolLM2
+    made once under VAR_DIR/models (when `python -m agent.setup_model` has made SmolLM2) and shown as a finished
+    warm-start run with its loss curve. The new-run form then defaults to the agent rollout on that index with
+    that model: a run that learns, never a canned or random-model one."""
+    from django.conf import settings
+
+    from retrieval.encoders import DEFAULT_ENCODER
+    from trainer.warm_start import WARM_MODEL_NAME, ensure_demo_warm_model
+    from webapp.corpora.models import Corpus, Index
+    from webapp.corpora.services import index_build, index_create
+
+    corpus = Corpus.objects.filter(name="demo").first()
+    if corpus is not None and not corpus.indexes.filter(status=Index.Status.READY).exists():
+        say("building the demo index (flat, all-MiniLM-L6-v2)…")
+        index = index_create(corpus=corpus, kind=Index.Kind.FLAT, encoder=DEFAULT_ENCODER, enqueue=False)
+        index_build(index_id=index.pk)
+    var = Path(settings.VAR_DIR)
+    if not (var / "models" / "SmolLM2-135M-Instruct" / "config.json").is_file():
+        say("no SmolLM2 under VAR_DIR/models: run `python -m agent.setup_model` (make demo does) to train it")
+        return
+    target = var / "models" / WARM_MODEL_NAME
+    if not (target / "warm_start.json").is_file():
+        say(
+            "warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats (once; about 20–40 CPU "
+            f"minutes; progress in {target / 'progress.json'})…"
+        )
+    ensure_demo_warm_model(var, Path(settings.SHARED_DIR))
+    if not Run.objects.filter(
+        kind=Run.Kind.WARM_START, model_name__endswith="SmolLM2-135M-Instruct"
+    ).exists():
+        _record_warm_start(target)
+
+
+def _record_warm_start(folder: Path) -> Run:
+    """The demo's warm start as a finished run of kind warm_start, with its loss curve and config."""
+    from webapp.training import ingest
+    from webapp.training.services import training_metrics_store
+
+    config = json.loads((folder / "warm_start_config.json").read_text(encoding="utf-8"))
+    run = run_create(
+        name="SmolLM2 warm start (demo)",
+        method=config["methods"][0],
+        model_name=config["model"]["path"],
+        kind=Run.Kind.WARM_START,
+        algorithm=Run.Algorithm.SFT,
+    )
+    rows, _ = ingest.read_new_lines(folder / "metrics.jsonl", 0)
+    training_metrics_store(run_id=run.pk, rows=ingest.metric_rows(rows), offset=0)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.FINISHED, config={**config, "output_dir": str(folder)}
+    )
+    return run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -18,10 +20,12 @@ class Run(models.Model):
     class Kind(models.TextChoices):
         TRAIN = "train"
         EVAL = "eval"
+        WARM_START = "warm_start", "warm start (SFT)"
 
     class Algorithm(models.TextChoices):
         GRPO = "grpo", "GRPO"
         PPO = "ppo", "PPO"
+        SFT = "sft", "SFT"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -32,9 +36,10 @@ class Run(models.Model):
         CANCELLED = "cancelled"
 
     ACTIVE_STATUSES = (Status.PENDING, Status.RUNNING)
+    SUPERVISED_KINDS = (Kind.TRAIN, Kind.WARM_START)  # a trainer subprocess under webapp.training.supervisor
 
     name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.TRAIN)
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.TRAIN)
     method = models.CharField(max_length=16, choices=Method.choices)
     algorithm = models.CharField(max_length=8, choices=Algorithm.choices, blank=True)
     model_name = models.CharField(
@@ -53,6 +58,11 @@ class Run(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     log_tail = models.TextField(blank=True)
+    progress = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the trainer's newest heartbeat: phase, counts, ETA (trainer.progress)",
+    )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
@@ -68,6 +78,13 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def progress_view(self) -> Any:
+        """The heartbeat as the run page shows it (webapp.training.progress_view), or None."""
+        from webapp.training.progress_view import progress_view
+
+        return progress_view(self.progress)
 
     class Meta:
         ordering = ("-created_at", "-id")

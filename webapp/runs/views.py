@@ -28,7 +28,7 @@ def _checked_run(run_id: int) -> Run:
     """The run, after marking it crashed if it is a train run whose supervisor stopped beating."""
     run = _run_or_404(run_id)
     if (
-        run.kind == Run.Kind.TRAIN
+        run.kind in Run.SUPERVISED_KINDS
         and run.status == Run.Status.RUNNING
         and training_mark_crashed(run_id=run.pk)
     ):
@@ -65,7 +65,7 @@ def run_trajectories(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(run_id)
-    if run.kind == Run.Kind.TRAIN:
+    if run.kind in Run.SUPERVISED_KINDS:
         # The supervisor stops the trainer (signal, grace period, kill) and records the final status.
         run = training_stop_request(run_id=run_id)
     else:

@@ -9,14 +9,17 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from trainer.config import TINY_MODEL, ConfigError, LoggingConfig, PPOConfig, TrainingConfig
+from trainer.config import TINY_MODEL, ConfigError, LoggingConfig, PPOConfig, RolloutConfig, TrainingConfig
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.runs.models import Method, Run
 from webapp.training.config import build_config, default_model_path, form_field_for
 
 ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-_T, _P, _L = TrainingConfig(), PPOConfig(), LoggingConfig()
+_T, _P, _L, _R = TrainingConfig(), PPOConfig(), LoggingConfig(), RolloutConfig()
+DEFAULT_BATCH = _T.per_device_train_batch_size
+DEMO_TRAIN_DATASET = "demo_multihop"  # webapp.imports.services_demo
+DEMO_ROLLOUT_TOKENS = 384  # two searches of ~100 retrieved tokens and short turns fit; keeps a CPU step short
 
 
 class OptionalJSONField(forms.JSONField):
@@ -31,6 +34,7 @@ class TrainingRunForm(forms.Form):
     model_path = forms.CharField(
         label="policy model",
         max_length=1000,
+        widget=forms.TextInput(attrs={"list": "known-models"}),
         help_text=f"A transformers model folder on the train worker, or {TINY_MODEL!r} (a tiny random model for "
         "smoke runs). Default: SmolLM2-135M-Instruct from `python -m agent.setup_model` when present.",
     )
@@ -56,10 +60,37 @@ class TrainingRunForm(forms.Form):
         empty_label="none",
         help_text="The retrieval index the agent rollout searches (only ready indexes are listed).",
     )
+    max_turns = forms.IntegerField(
+        required=False,
+        initial=_R.max_turns,
+        label="turn budget",
+        help_text="Search turns / steps / actions before the final answer (each method's own budget).",
+    )
+    max_turn_tokens = forms.IntegerField(
+        required=False,
+        initial=_R.max_turn_tokens,
+        label="tokens per turn",
+        help_text="A model turn is cut here.",
+    )
+    max_rollout_tokens = forms.IntegerField(
+        required=False,
+        initial=DEMO_ROLLOUT_TOKENS,
+        min_value=0,
+        label="tokens per rollout",
+        help_text="Model and retrieved tokens; the rollout ends when they are spent. 0: max completion length.",
+    )
+    max_obs_tokens = forms.IntegerField(
+        required=False,
+        initial=_R.max_obs_tokens,
+        label="retrieved tokens per search",
+        help_text="Observations are cut here.",
+    )
+    topk = forms.IntegerField(required=False, initial=_R.topk, label="passages per search")
     judge = forms.ChoiceField(
         choices=(
             ("none", "none"),
             ("policy", "policy judges itself (CPU demo only)"),
+            ("evidence", "evidence — heuristic, no LLM (HiPRAG: supporting passages and repeated queries)"),
             ("endpoint", "OpenAI-compatible endpoint"),
         ),
         initial="none",
@@ -82,10 +113,13 @@ class TrainingRunForm(forms.Form):
         help_text='e.g. {"process": "over_only"} (HiPRAG) or {"w_thinking": 0.6} (TIRESRAG). Empty: the paper\'s.',
     )
     max_steps = forms.IntegerField(initial=_T.max_steps)
-    learning_rate = forms.FloatField(initial=_T.learning_rate)
+    learning_rate = forms.FloatField(
+        initial=1e-5, help_text="1e-5 moves a 135M policy within a few steps; the papers use 1e-6 for 3B–7B."
+    )
     num_generations = forms.IntegerField(initial=_T.num_generations, help_text="Rollouts per question (≥ 2).")
     per_device_train_batch_size = forms.IntegerField(
-        initial=_T.per_device_train_batch_size, help_text="A multiple of num_generations."
+        initial=DEFAULT_BATCH,
+        help_text="Rollouts per step, a multiple of num_generations: batch / generations questions per step.",
     )
     gradient_accumulation_steps = forms.IntegerField(initial=_T.gradient_accumulation_steps)
     num_iterations = forms.IntegerField(initial=_T.num_iterations, help_text="μ: passes over each batch.")
@@ -98,6 +132,13 @@ class TrainingRunForm(forms.Form):
     )
     seed = forms.IntegerField(initial=_T.seed, min_value=0)
     lora = forms.BooleanField(required=False, label="LoRA", help_text="Train a LoRA adapter instead.")
+    trainable_layers = forms.IntegerField(
+        required=False,
+        min_value=0,
+        initial=0,
+        label="train the top N layers",
+        help_text="0: every weight. SmolLM2 has 30; 10 is about 1.8× less backward compute on a CPU.",
+    )
     critic_learning_rate = forms.FloatField(
         initial=_P.critic_learning_rate, label="critic learning rate (PPO)"
     )
@@ -111,8 +152,22 @@ class TrainingRunForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        from webapp.training.config import available_models
+
         self.fields["model_path"].initial = default_model_path()
-        self.fields["rollout"].initial = "agent" if self.fields["index"].queryset.exists() else "scripted"  # type: ignore[attr-defined]
+        self.known_models = available_models()  # the <datalist> of the model field: warm starts included
+        # Ready to train out of the box: the agent rollout on the newest ready index, the policy judging itself
+        # (the one judge a bare CPU machine has), the demo's multi-hop questions when they are loaded.
+        index = self.fields["index"].queryset.order_by("-pk").first()  # type: ignore[attr-defined]
+        self.fields["rollout"].initial = "agent" if index is not None else "scripted"
+        if index is not None:
+            self.fields["index"].initial = index.pk
+            # HiPRAG's heuristic detectors: instant and grounded in the dataset's evidence, where the 135M policy
+            # judging itself is slow and close to random. An endpoint judge is one choice away.
+            self.fields["judge"].initial = "evidence"
+        dataset = Dataset.objects.filter(name=DEMO_TRAIN_DATASET).first()
+        if dataset is not None:
+            self.fields["dataset"].initial = dataset.pk
 
     def clean_model_path(self) -> str:
         value: str = self.cleaned_data["model_path"].strip()
@@ -141,6 +196,12 @@ class TrainingRunForm(forms.Form):
             for name in ("judge_base_url", "judge_model"):
                 if not cleaned.get(name) and name not in self.errors:
                     self.add_error(name, "Required for an endpoint judge.")
+        if judge == "evidence" and cleaned.get("method") in (Method.TIRESRAG, Method.SEARCH_P1):
+            self.add_error(
+                "judge",
+                "The evidence judge implements HiPRAG's over-/under-search detectors only; TIRESRAG-R1 and "
+                "Search-P1 need an LLM judge (an endpoint, or the policy on a CPU demo).",
+            )
         if judge not in (None, "none") and rollout not in (None, "agent"):
             self.add_error(
                 "judge", "Only the agent rollout calls a judge; scripted rollouts bring their own."
@@ -157,4 +218,75 @@ class TrainingRunForm(forms.Form):
             message = str(exc).split(": ", 1)[-1]
             field = form_field_for(exc.field)
             self.add_error(field, message if field else str(exc))
+        return cleaned
+
+
+class WarmStartForm(forms.Form):
+    """A supervised warm start (trainer.warm_start): demonstrations of the methods' formats, then SFT."""
+
+    name = forms.CharField(max_length=200, initial="warm start")
+    model_path = forms.CharField(
+        label="base model",
+        max_length=1000,
+        widget=forms.TextInput(attrs={"list": "known-models"}),
+        help_text="The instruct model to warm-start (a transformers folder on the train worker).",
+    )
+    methods = forms.MultipleChoiceField(
+        choices=Method.choices,
+        initial=[Method.HIPRAG, Method.SEARCH_R1],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The formats to teach, one model for all (each adds about ten CPU minutes).",
+    )
+    dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.order_by("name"),
+        help_text="Questions with metadata.supporting_titles (e.g. wiki_multihop); one search per supporting fact.",
+    )
+    split = forms.CharField(
+        required=False,
+        initial="train",
+        help_text="Only rows whose metadata.split starts with this; keep your evaluation questions out.",
+    )
+    index = forms.ModelChoiceField(
+        queryset=Index.objects.filter(status=Index.Status.READY).select_related("corpus").order_by("name"),
+        help_text="The demonstrations' searches go to this index (use the one you will train with).",
+    )
+    questions_per_method = forms.IntegerField(initial=32, min_value=1)
+    no_search_share = forms.FloatField(
+        initial=0.15,
+        min_value=0,
+        max_value=0.9,
+        help_text="Share of no-search (common knowledge) demonstrations.",
+    )
+    epochs = forms.FloatField(initial=2.0, min_value=0.1)
+    learning_rate = forms.FloatField(initial=8e-5)
+    max_obs_tokens = forms.IntegerField(
+        initial=_R.max_obs_tokens,
+        min_value=1,
+        label="retrieved tokens per search",
+        help_text="As in training.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from webapp.training.config import available_models, base_model_path
+
+        self.fields["model_path"].initial = base_model_path()
+        self.known_models = available_models()
+
+    clean_model_path = TrainingRunForm.clean_model_path
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        from trainer.warm_start import warm_start_config
+        from webapp.training.config import warm_start_values
+
+        try:
+            warm_start_config(
+                warm_start_values(cleaned, output_dir="(set when the run is created)", data_path="-")
+            )
+        except ConfigError as exc:
+            name = exc.field.rsplit(".", 1)[-1]
+            self.add_error(name if name in self.fields else None, str(exc))
         return cleaned

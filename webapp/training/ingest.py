@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,32 @@ def metric_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return kept
 
 
+# Library warnings every CPU run prints, which say nothing about the run (the log file keeps them): Python's
+# "file:line: FutureWarning: …" lines (and the indented source line quoted under each), transformers/TRL notices.
+_NOISE = re.compile(
+    r"(?:^\S+:\d+: (?:Future|Deprecation|Pending\w*|User|Runtime)Warning: )"
+    r"|(?:^\s+warnings\.warn\()"
+    r"|(?:generation flags are not valid and may be ignored)"
+    r"|(?:Setting `pad_token_id` to `eos_token_id`)"
+    r"|(?:`torch_dtype` is deprecated)"
+    r"|(?:Passing `generation_config` together with generation-related arguments)"
+)
+
+
+def read_progress(output_dir: Path) -> dict[str, Any] | None:
+    """The trainer's newest heartbeat (trainer.progress), or None."""
+    from trainer.progress import read_progress as read
+
+    return read(output_dir)
+
+
+def is_noise(line: str) -> bool:
+    return _NOISE.search(line) is not None
+
+
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of the trainer's stdout/stderr; progress bars' carriage returns count as lines."""
+    """The last ``lines`` lines of the trainer's stdout/stderr, known library warnings left out (:data:`_NOISE`);
+    progress bars' carriage returns count as lines."""
     try:
         with path.open("rb") as handle:
             handle.seek(0, 2)
@@ -72,7 +97,16 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except FileNotFoundError:
         return ""
     text = data.decode("utf-8", errors="replace").replace("\r", "\n")
-    kept = [line for line in text.split("\n") if line.strip()]
+    kept: list[str] = []
+    after_warning = False
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        if is_noise(line) or (after_warning and line.startswith((" ", "\t"))):
+            after_warning = "Warning: " in line
+            continue
+        after_warning = False
+        kept.append(line)
     return "\n".join(kept[-lines:])
 
 
@@ -132,4 +166,6 @@ def sample_input(
         if isinstance(step_rewards, list)
         else None,
         verdicts=verdicts,
+        end_reason=str(row.get("end") or ""),
+        cut_turns=int(row["cut_turns"]) if isinstance(row.get("cut_turns"), int) else 0,
     )

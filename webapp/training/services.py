@@ -64,6 +64,36 @@ def training_run_create(*, user: AbstractBaseUser | None, cleaned: Mapping[str, 
 
 
 @transaction.atomic
+def warm_start_run_create(*, user: AbstractBaseUser | None, cleaned: Mapping[str, Any]) -> Run:
+    """A pending warm-start run (kind ``warm_start``, algorithm ``sft``) and its supervisor task on commit; its
+    output folder is a policy the new-run and evaluation forms offer once it has finished."""
+    from trainer.warm_start import warm_start_config
+    from webapp.training.config import warm_start_values
+    from webapp.training.tasks import training_supervise_task
+
+    methods = list(cleaned["methods"])
+    run = run_create(
+        name=cleaned["name"],
+        method=methods[0],
+        model_name=cleaned["model_path"],
+        kind=Run.Kind.WARM_START,
+        algorithm=Run.Algorithm.SFT,
+        dataset_id=cleaned["dataset"].pk,
+        created_by=user,
+    )
+    folder = run_dir_for(run.pk)
+    values = warm_start_values(
+        cleaned, output_dir=str(folder / "output"), data_path=str(folder / QUESTIONS_FILE)
+    )
+    run.config = warm_start_config(values).to_dict()
+    run.index = cleaned["index"]
+    run.save(update_fields=["config", "index"])
+    TrainingProcess.objects.create(run=run, run_dir=str(folder))
+    transaction.on_commit(lambda: training_supervise_task.delay(run.pk))
+    return run
+
+
+@transaction.atomic
 def training_stop_request(*, run_id: int) -> Run:
     """Ask the supervisor to stop the trainer (it signals, waits the grace period, then kills).
 
@@ -90,10 +120,14 @@ def training_process_started(*, run_id: int, command: Sequence[str], pid: int) -
     )
 
 
-def training_heartbeat(*, run_id: int, log_tail: str | None = None) -> None:
+def training_heartbeat(
+    *, run_id: int, log_tail: str | None = None, progress: Mapping[str, Any] | None = None
+) -> None:
     fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
     if log_tail is not None:
         fields["log_tail"] = log_tail
+    if progress is not None:
+        fields["progress"] = dict(progress)
     Run.objects.filter(pk=run_id).update(**fields)
 
 
@@ -165,7 +199,9 @@ def training_mark_crashed(*, run_id: int | None = None, now: dt.datetime | None 
     """
     now = now or timezone.now()
     cutoff = now - dt.timedelta(seconds=settings.TRAINING_HEARTBEAT_TIMEOUT_SECONDS)
-    stale = Run.objects.filter(kind=Run.Kind.TRAIN, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    stale = Run.objects.filter(
+        kind__in=Run.SUPERVISED_KINDS, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+    )
     if run_id is not None:
         stale = stale.filter(pk=run_id)
     here = socket.gethostname()

@@ -37,7 +37,9 @@ SAMPLES_FILE = "samples.jsonl"
 ERROR_LINES = 30
 
 
-def trainer_command(config_path: Path) -> list[str]:
+def trainer_command(config_path: Path, *, kind: str = Run.Kind.TRAIN) -> list[str]:
+    if kind == Run.Kind.WARM_START:  # a single-process SFT on the worker's machine
+        return [sys.executable, "-m", "trainer.warm_start", str(config_path)]
     if settings.TRAINING_LAUNCHER == "accelerate":
         return [
             sys.executable,
@@ -60,8 +62,10 @@ def _export_questions(run: Run, path: Path) -> dict[str, tuple[int, int]]:
         for q in Question.objects.filter(dataset_id=run.dataset_id).order_by("pk").iterator():
             ids[q.external_id] = (q.pk, q.dataset_id)
             row = {"id": q.external_id, "question": q.text, "golden_answers": q.golden_answers}
-            if q.data_source:
-                row["metadata"] = {"data_source": q.data_source}
+            # The whole metadata: the warm start reads supporting_titles and split, judges may read more.
+            metadata = {**(q.metadata or {}), **({"data_source": q.data_source} if q.data_source else {})}
+            if metadata:
+                row["metadata"] = metadata
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return ids
 
@@ -70,6 +74,10 @@ def _judge_model(run: Run) -> str:
     judge = (run.judge_settings or {}).get("judge")
     if judge == "policy":
         return run.model_name
+    if judge == "evidence":
+        from scoring.judging.evidence import JUDGE_MODEL
+
+        return JUDGE_MODEL
     if isinstance(judge, dict):
         return str(judge.get("model", "endpoint"))
     return f"{run.config.get('rollout', {}).get('factory', 'scripted')} rollout"
@@ -93,7 +101,9 @@ class Supervisor:
         self.process_row: TrainingProcess = self.run.training_process
         self.run_dir = Path(self.process_row.run_dir)
         self.output_dir = Path(self.run.config["output_dir"])
-        self.command = list(command) if command else trainer_command(self.run_dir / CONFIG_FILE)
+        self.command = (
+            list(command) if command else trainer_command(self.run_dir / CONFIG_FILE, kind=self.run.kind)
+        )
         self.poll_seconds = poll_seconds
         self.grace_seconds = settings.TRAINING_STOP_GRACE_SECONDS if grace_seconds is None else grace_seconds
         self.metrics_offset = self.process_row.metrics_offset
@@ -101,6 +111,7 @@ class Supervisor:
         self.questions: dict[str, tuple[int, int]] = {}
         self.judge_model = _judge_model(self.run)
         self._last_tail: str | None = None
+        self._last_progress: dict[str, object] | None = None
 
     def run_to_end(self) -> str:
         """Start the trainer, supervise it until it exits, record the outcome; returns the run's final status."""
@@ -205,7 +216,12 @@ class Supervisor:
         tail = ingest.log_tail(log_path)
         changed = tail != self._last_tail
         self._last_tail = tail
-        services.training_heartbeat(run_id=self.run.pk, log_tail=tail if changed else None)
+        progress = ingest.read_progress(self.output_dir)
+        fresh = progress is not None and progress != self._last_progress
+        self._last_progress = progress
+        services.training_heartbeat(
+            run_id=self.run.pk, log_tail=tail if changed else None, progress=progress if fresh else None
+        )
 
 
 def supervise(run_id: int, **options: object) -> str:

@@ -6,4 +6,5 @@ app_name = "training"
 
 urlpatterns = [
     path("new/", views.training_run_new, name="new"),
+    path("warm-start/", views.warm_start_new, name="warm_start"),
 ]

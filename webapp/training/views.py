@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from webapp.training.forms import TrainingRunForm
-from webapp.training.services import training_run_create
+from webapp.training.forms import TrainingRunForm, WarmStartForm
+from webapp.training.services import training_run_create, warm_start_run_create
 
 
 def training_run_new(request: HttpRequest) -> HttpResponse:
@@ -15,3 +15,11 @@ def training_run_new(request: HttpRequest) -> HttpResponse:
         run = training_run_create(user=request.user, cleaned=form.cleaned_data)  # type: ignore[arg-type]
         return redirect("runs:detail", run_id=run.pk)
     return render(request, "training/new_run.html", {"form": form}, status=400 if form.errors else 200)
+
+
+def warm_start_new(request: HttpRequest) -> HttpResponse:
+    form = WarmStartForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        run = warm_start_run_create(user=request.user, cleaned=form.cleaned_data)  # type: ignore[arg-type]
+        return redirect("runs:detail", run_id=run.pk)
+    return render(request, "training/warm_start.html", {"form": form}, status=400 if form.errors else 200)

@@ -36,6 +36,15 @@ class Trajectory(models.Model):
     n_searches = models.PositiveIntegerField(default=0)
     total_reward = models.FloatField(null=True, blank=True)
     reward_components = models.JSONField(default=dict, blank=True)
+    end_reason = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="why the rollout ended: answer, eos, or the budget that ended it (budget:turns, …); "
+        "empty for imported trajectories",
+    )
+    cut_turns = models.PositiveSmallIntegerField(
+        default=0, help_text="model turns cut by the per-turn token budget"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -54,6 +54,8 @@ class TrajectoryInput:
     verdicts: Sequence[VerdictInput] = ()
     regenerated_answers: dict[int, str] = field(default_factory=dict)  # step index → HiPRAG re-answer
     intermediate_answers: dict[int, str] = field(default_factory=dict)  # step index → AutoSearch self-answer
+    end_reason: str = ""  # agent.rollout: answer, eos, budget:turns, budget:turn_tokens, …
+    cut_turns: int = 0
 
 
 def _correctness(answer: str | None, golds: Sequence[str]) -> tuple[bool | None, bool | None, float | None]:
@@ -79,6 +81,8 @@ def _trajectory_row(item: TrajectoryInput) -> Trajectory:
         format_ok=parsed.valid,
         format_error=parsed.error.reason[:500] if parsed.error else "",
         format_error_position=parsed.error.position if parsed.error else None,
+        end_reason=item.end_reason[:32],
+        cut_turns=item.cut_turns,
         final_answer=parsed.answer,
         answers=list(parsed.answers),
         exact_match=em,

@@ -107,3 +107,21 @@ def test_it_refuses_to_compare_a_run_with_itself(researcher_client: Any, demo_ru
     _, hiprag = demo_runs
     response = researcher_client.get(f"/compare/?a={hiprag.pk}&b={hiprag.pk}")
     assert response.status_code == 200 and "choose a different run from A" in response.content.decode()
+
+
+def test_an_imported_evaluation_run_shows_its_report_and_no_training_sections(
+    researcher_client: Any, demo_runs: Any
+) -> None:
+    from webapp.evaluation.models import EvaluationReport
+
+    _, hiprag = demo_runs
+    page = researcher_client.get(f"/runs/{hiprag.pk}/").content.decode()
+    assert "<h2>Curves</h2>" not in page and "Latest metrics" not in page
+    assert page.index('id="evaluation-report"') < page.index("<h2>Newest trajectories</h2>")
+
+    fragment = researcher_client.get(f"/evaluation/runs/{hiprag.pk}/report/fragment/").content.decode()
+    assert "This run has no report" not in fragment
+    pooled = EvaluationReport.objects.get(run=hiprag, dataset="overall").row
+    assert pooled["n_trajectories"] == 12 and pooled["osr"] is not None  # the team's step verdicts are read
+    assert researcher_client.get(f"/evaluation/runs/{hiprag.pk}/report/").status_code == 200
+    assert EvaluationReport.objects.filter(run=hiprag, dataset="overall").count() == 1  # computed once

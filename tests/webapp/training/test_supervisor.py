@@ -78,6 +78,9 @@ def test_it_stops_a_trainer_cooperatively(make_train_run):
 
 def test_it_kills_a_trainer_that_ignores_the_stop_after_the_grace_period(make_train_run):
     run, command = make_train_run("--steps", "1", "--hang", "--ignore-sigint")
+    # SIGINT is ignored from before the trainer's interpreter starts (an ignored signal survives exec, and Python
+    # keeps it ignored), so a stop sent at once cannot land before the trainer's own handler would be installed.
+    command = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *command]
     TrainingProcess.objects.filter(run=run).update(stop_requested_at=timezone.now())
 
     assert supervise(run.pk, command=command, grace_seconds=0.3, **FAST) == Run.Status.CANCELLED

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.django_db
         ({"rollout": "agent"}, "index", "pick one, or use the scripted rollout"),
         ({"judge": "policy"}, "judge", "Only the agent rollout calls a judge"),
         ({"max_steps": "many"}, "max_steps", "Enter a whole number"),
+        ({"max_turn_tokens": 0}, "max_turn_tokens", "must be ≥ 1"),
+        ({"max_rollout_tokens": 300}, "max_rollout_tokens", "must be ≤ training.max_completion_length (256)"),
     ],
 )
 def test_it_rejects_invalid_settings_with_a_field_error(form_data, changes, field, message):
@@ -35,6 +37,23 @@ def test_it_rejects_invalid_settings_with_a_field_error(form_data, changes, fiel
 
     assert not form.is_valid()
     assert message in " ".join(form.errors[field]), form.errors
+
+
+def test_the_budgets_reach_the_trainers_config(form_data):
+    budgets = {
+        "max_turns": 2,
+        "max_turn_tokens": 48,
+        "max_rollout_tokens": 200,
+        "max_obs_tokens": 120,
+        "topk": 2,
+    }
+    form = TrainingRunForm({**form_data, **budgets})
+    assert form.is_valid(), form.errors
+
+    from webapp.training.config import build_config
+
+    rollout = build_config(form.cleaned_data, output_dir="out")["rollout"]
+    assert {name: rollout[name] for name in budgets} == budgets
 
 
 def test_it_wants_an_endpoint_judge_named_and_its_key_by_variable_name(form_data):
@@ -105,3 +124,60 @@ def test_it_requests_a_stop_of_a_running_train_run(researcher_client):
     assert response.status_code == 200
     assert "stopping…" in response.content.decode()
     assert TrainingProcess.objects.get(run=run).stop_requested_at is not None
+
+
+def test_a_warm_start_run_is_created_from_its_form_and_supervised_with_the_warm_start_command(
+    researcher_client, django_capture_on_commit_callbacks, settings, tmp_path
+):
+    from tests.webapp.factories import CorpusFactory, DatasetFactory, QuestionFactory
+    from webapp.corpora.models import Index
+    from webapp.training.supervisor import trainer_command
+
+    settings.TRAINING_RUNS_DIR = tmp_path
+    dataset = DatasetFactory(name="wiki")
+    QuestionFactory(dataset=dataset, metadata={"split": "train", "supporting_titles": ["Paris"]})
+    index = Index.objects.create(
+        corpus=CorpusFactory(), name="bm25", kind="bm25", status=Index.Status.READY, path=str(tmp_path / "i")
+    )
+    post = {
+        "name": "warm",
+        "model_path": "tiny-random",
+        "methods": ["hiprag", "search_r1"],
+        "dataset": dataset.pk,
+        "split": "train",
+        "index": index.pk,
+        "questions_per_method": 8,
+        "no_search_share": 0.15,
+        "epochs": 1,
+        "learning_rate": "8e-5",
+        "max_obs_tokens": 100,
+    }
+    assert researcher_client.get("/training/warm-start/").status_code == 200
+    with (
+        mock.patch("webapp.training.tasks.training_supervise_task.delay") as delay,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = researcher_client.post("/training/warm-start/", post)
+
+    run = Run.objects.get()
+    assert response.status_code == 302 and response.url == f"/runs/{run.pk}/"
+    assert (run.kind, run.algorithm, run.method, run.index) == ("warm_start", "sft", "hiprag", index)
+    assert run.config["methods"] == ["hiprag", "search_r1"] and run.config["index"] == index.path
+    assert run.config["data"]["questions_per_method"] == 8
+    delay.assert_called_once_with(run.pk)
+    assert trainer_command(tmp_path / "c.json", kind=run.kind)[1:3] == ["-m", "trainer.warm_start"]
+
+
+def test_a_finished_warm_starts_output_is_offered_as_a_policy(settings, tmp_path):
+    from webapp.training.config import available_models
+
+    settings.VAR_DIR = tmp_path
+    output = tmp_path / "runs" / "7" / "output"
+    output.mkdir(parents=True)
+    (output / "config.json").write_text("{}")
+    run = RunFactory(
+        kind="warm_start", algorithm="sft", status="finished", config={"output_dir": str(output)}
+    )
+
+    assert (str(output), f"warm start #{run.pk} {run.name}") in available_models()
+    assert str(output) in TrainingRunForm().known_models[0]

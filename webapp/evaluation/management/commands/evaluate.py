@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from webapp.datasets.models import Dataset
 from webapp.evaluation import selectors
+from webapp.evaluation.forms import ROLLOUT_FIELDS
 from webapp.evaluation.reporting import report_text
 from webapp.evaluation.services import evaluation_run_create, evaluation_run_execute
 from webapp.evaluation.specs import EvaluationConfigError, EvaluationSpec, JudgeSpec
@@ -47,6 +48,11 @@ class Command(BaseCommand):
         parser.add_argument("--answer-judge", action="store_true", help="LLM-as-judge answer correctness too")
         parser.add_argument("--limit", type=int, help="questions per dataset")
         parser.add_argument("--topk", type=int)
+        parser.add_argument("--max-new-tokens", type=int, help="tokens per turn (default: the paper's)")
+        parser.add_argument(
+            "--max-rollout-tokens", type=int, help="model + retrieved tokens per rollout (default: no limit)"
+        )
+        parser.add_argument("--max-obs-tokens", type=int, help="retrieved tokens per search")
         parser.add_argument("--max-turns", type=int)
         parser.add_argument("--params", default="{}", help="reward parameters as JSON")
         parser.add_argument("--batch-size", type=int, default=settings.EVAL_BATCH_SIZE)
@@ -96,7 +102,7 @@ class Command(BaseCommand):
             params = json.loads(options["params"])
         except json.JSONDecodeError as exc:
             raise CommandError(f"--params: not JSON ({exc.msg})") from None
-        rollout = {k: options[k] for k in ("topk", "max_turns") if options.get(k) is not None}
+        rollout = {k: options[k] for k in ROLLOUT_FIELDS if options.get(k) is not None}
         model = options["model"]
         if not options["base_url"] and Path(model).is_dir():
             model = str(Path(model).resolve())

@@ -1,0 +1,160 @@
+"""The warm start: demonstrations in every method's format through the real rollout loop, masked SFT, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent.conftest import PASSAGES, KeywordSearcher
+from trainer.config import METHODS, ConfigError
+from trainer.demonstrations import build_demonstrations, needs_search, plan_for, tokenized
+from trainer.warm_start import main, warm_start_config
+
+ROWS = [
+    {
+        "id": "q1",
+        "question": "Who designed the tower in the capital of France?",
+        "golden_answers": ["Gustave Eiffel"],
+        "metadata": {
+            "data_source": "hotpotqa",
+            "split": "train",
+            "supporting_titles": ["Paris", "Eiffel Tower"],
+        },
+    },
+    {
+        "id": "q2",
+        "question": "Where was the engineer of the Eiffel Tower born?",
+        "golden_answers": ["Dijon"],
+        "metadata": {"data_source": "2wiki", "split": "train", "supporting_titles": ["Gustave Eiffel"]},
+    },
+    {
+        "id": "ck1",
+        "question": "What is the capital of Germany?",
+        "golden_answers": ["Berlin"],
+        "metadata": {"data_source": "common_knowledge", "single_hop_common_knowledge": True},
+    },
+]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_demonstration_parses_as_valid_in_paper_mode(method: str, tokenizer: Any) -> None:
+    plans = [plan for row in ROWS if (plan := plan_for(row)) is not None]
+    demos = build_demonstrations(method, plans, KeywordSearcher(PASSAGES), tokenizer, max_turns=3)
+    assert [d.valid for d in demos] == [True, True, True], [(d.error, d.rollout.text) for d in demos]
+    assert [d.searches for d in demos] == [
+        2,
+        1,
+        0,
+    ]  # one search per supporting fact; none for common knowledge
+    searched = demos[0].rollout
+    # the passages are what the retriever returned, inserted by the environment, as in an RL rollout
+    env = "".join(s.text for s in searched.segments if s.source == "env")
+    assert "Paris is the capital and largest city of France." in env
+    # each query is written from a fact's title (the one the question names first) and the question's words
+    assert sorted(q.split(" ")[0] for q in searched.queries) == ["Eiffel", "Paris"]
+    assert "designed" in searched.queries[0]
+
+
+def test_retrieved_and_prompt_tokens_get_no_loss(tokenizer: Any) -> None:
+    plan = plan_for(ROWS[0])
+    assert plan is not None
+    [demo] = build_demonstrations("hiprag", [plan], KeywordSearcher(PASSAGES), tokenizer)
+    example = tokenized(demo, tokenizer)
+    prompt = len(tokenizer.encode(demo.rollout.prompt, add_special_tokens=False))
+    assert set(example["labels"][:prompt]) == {-100}
+    at = prompt
+    for segment in demo.rollout.segments:
+        width = len(segment.token_ids or tokenizer.encode(segment.text, add_special_tokens=False))
+        labels = example["labels"][at : at + width]
+        if segment.source == "env":
+            assert set(labels) == {-100}, segment.text
+        else:
+            assert labels == example["input_ids"][at : at + width]
+        at += width
+    assert example["labels"][-1] == tokenizer.eos_token_id  # it learns to stop after the answer
+
+
+def test_the_no_search_rule() -> None:
+    assert not needs_search(ROWS[2])
+    assert not needs_search(
+        {"question": "Name a city", "golden_answers": ["x"], "metadata": {"data_source": "demo_single"}}
+    )
+    # an answer inside a comparison question still needs the facts of both sides
+    comparison = {"question": "Which is older, Paris or Berlin?", "golden_answers": ["Paris"], "metadata": {}}
+    assert needs_search(comparison)
+    assert needs_search(ROWS[0])
+
+
+def test_a_bad_config_names_its_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="methods"):
+        warm_start_config(
+            {
+                "output_dir": "x",
+                "index": "i",
+                "model": {"path": "m"},
+                "data": {"path": "d"},
+                "methods": ["nope"],
+            }
+        )
+    with pytest.raises(ConfigError, match="index"):
+        warm_start_config({"output_dir": "x", "model": {"path": "m"}, "data": {"path": "d"}})
+    bad = tmp_path / "q.jsonl"
+    bad.write_text('{"question": "x"}\n')
+    from trainer.warm_start import read_rows
+
+    with pytest.raises(ConfigError, match=r"q.jsonl:1: not a FlashRAG question row"):
+        read_rows(bad)
+
+
+@pytest.mark.slow
+def test_the_cli_warm_starts_a_model_that_loads_as_a_policy(tmp_path: Path) -> None:
+    from retrieval.index import IndexConfig, build_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "contents": c}) + "\n" for i, c in PASSAGES))
+    build_index(corpus, tmp_path / "index", IndexConfig(kind="bm25"))
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    out = tmp_path / "warm"
+    config = tmp_path / "warm.json"
+    config.write_text(
+        json.dumps(
+            {
+                "output_dir": str(out),
+                "index": str(tmp_path / "index"),
+                "methods": ["hiprag", "search_r1"],
+                "model": {"path": "tiny-random"},  # a byte-level tokenizer: long sequences
+                "data": {"path": str(questions), "questions_per_method": 2},
+                "training": {
+                    "epochs": 1,
+                    "batch_size": 2,
+                    "gradient_accumulation_steps": 1,
+                    "max_length": 8192,
+                },
+            }
+        )
+    )
+    assert main([str(config)]) == 0
+    summary = json.loads((out / "warm_start.json").read_text())
+    assert summary["methods"]["hiprag"]["used"] >= 2 and summary["methods"]["hiprag"]["no_search"] >= 1
+    keys = {json.loads(line)["key"] for line in (out / "metrics.jsonl").read_text().splitlines()}
+    assert {"loss", "learning_rate"} <= keys
+    assert json.loads((out / "progress.json").read_text())["phase"] == "done"
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(out, local_files_only=True) is not None
+
+
+def test_only_the_top_layers_train_when_asked(model: Any) -> None:
+    from trainer.models import freeze_lower_layers
+
+    freeze_lower_layers(model, 1)  # the tiny model has 2 layers
+    trainable = {
+        name.split(".")[2] for name, p in model.named_parameters() if p.requires_grad and ".layers." in name
+    }
+    assert trainable == {"1"}
+    assert not model.model.embed_tokens.weight.requires_grad
+    assert model.model.norm.weight.requires_grad

@@ -1,0 +1,57 @@
+"""`manage.py demo` ends ready to train: the demo index built, the warm-started model recorded as a run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from webapp.corpora.models import Index
+from webapp.imports.services_demo import demo_prepare_training, demo_seed
+from webapp.runs.models import MetricPoint, Run
+from webapp.training.forms import TrainingRunForm
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # builds a MiniLM index of the demo corpus
+
+
+def _finished_warm_start(var: Path) -> Path:
+    """What trainer.warm_start leaves behind, without the CPU minutes (its own tests train for real)."""
+    base = var / "models" / "SmolLM2-135M-Instruct"
+    warm = var / "models" / "SmolLM2-135M-Instruct-warm"
+    for folder in (base, warm):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+    (warm / "warm_start.json").write_text("{}")
+    (warm / "warm_start_config.json").write_text(
+        json.dumps({"methods": ["hiprag", "search_r1"], "model": {"path": str(base)}})
+    )
+    (warm / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": s, "time": 1.0e9 + s, "key": "loss", "value": 1.0 / s}) + "\n" for s in (1, 2)
+        )
+    )
+    return warm
+
+
+def test_the_demo_is_ready_to_train_with_the_warm_model_on_its_index(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    settings.RETRIEVAL_INDEX_DIR = tmp_path / "indexes"
+    settings.RETRIEVAL_EMBEDDINGS_DIR = tmp_path / "embeddings"
+    demo_seed()
+    warm = _finished_warm_start(tmp_path)
+    said: list[str] = []
+
+    demo_prepare_training(say=said.append)
+    demo_prepare_training(say=said.append)  # idempotent: nothing is built or recorded twice
+
+    index = Index.objects.get()
+    assert index.status == Index.Status.READY and index.corpus.name == "demo"
+    run = Run.objects.get(kind=Run.Kind.WARM_START)
+    assert (run.status, run.algorithm, run.config["output_dir"]) == ("finished", "sft", str(warm))
+    assert list(MetricPoint.objects.filter(run=run, key="loss").values_list("step", flat=True)) == [1, 2]
+    assert sum("building the demo index" in line for line in said) == 1
+    form = TrainingRunForm()
+    assert form.fields["model_path"].initial == str(warm)
+    assert (form.fields["rollout"].initial, form.fields["index"].initial) == ("agent", index.pk)
+    assert form.fields["dataset"].initial is not None  # the demo's multi-hop questions

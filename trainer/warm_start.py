@@ -1,0 +1,433 @@
+"""``python -m trainer.warm_start CONFIG``: a short supervised warm start that teaches the policy its method's format.
+
+RL from a model that never writes the format learns nothing: every reward is 0 and every group's advantage is 0.
+The papers start from instruct models prompted with their template or from a short supervised warm start; on the
+CPU's SmolLM2-135M only the second works. This builds demonstrations (:mod:`trainer.demonstrations`) for every
+configured method from a question file with supporting titles and a real index, and fine-tunes the policy on
+them with TRL's ``SFTTrainer``, the loss on the model's own tokens only (prompt and retrieved text masked, as in
+RL). The output folder is a normal transformers model, offered as the policy of training and evaluation runs.
+
+    output_dir = "var/models/SmolLM2-135M-Instruct-warm"
+    index = "var/retrieval/indexes/wiki_multihop-bm25"
+    [model]
+    path = "var/models/SmolLM2-135M-Instruct"
+    [data]
+    path = "../shared/data/wiki_multihop/questions.jsonl"
+
+Writes ``demonstrations.jsonl`` (every demonstration, valid or not, with its method and question id: the
+benchmark leaves these questions out), ``metrics.jsonl`` (``loss``, ``learning_rate``, ``grad_norm``, ``epoch``
+per step, as trainer.callbacks writes them, so the web app plots a loss curve), ``progress.json`` (the heartbeat)
+and ``warm_start.json`` (counts and seconds). Exit status: 0 done, 2 bad config (the message names the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer.config import METHODS, ConfigError, _build, _help
+
+ALL_METHODS = list(METHODS)
+COMMON_KNOWLEDGE = Path(__file__).resolve().parent.parent / "demo" / "common_knowledge.jsonl"
+
+
+@dataclass
+class WarmStartModel:
+    path: str = field(default="", metadata=_help("The base policy: a transformers model folder."))
+    torch_threads: int = field(default=2, metadata=_help("torch threads on the CPU (2 on a 2-core box)."))
+
+
+@dataclass
+class WarmStartData:
+    path: str = field(
+        default="",
+        metadata=_help(
+            "FlashRAG questions whose metadata has supporting_titles (e.g. wiki_multihop's questions.jsonl)."
+        ),
+    )
+    split: str = field(
+        default="train",
+        metadata=_help(
+            "Use rows whose metadata.split starts with this ('' = all); keep evaluation questions out."
+        ),
+    )
+    questions_per_method: int = field(default=32, metadata=_help("Search demonstrations per method."))
+    no_search_share: float = field(
+        default=0.15,
+        metadata=_help(
+            "Share of no-search demonstrations (single-hop common knowledge: the file's own rows so marked, "
+            "plus demo/common_knowledge.jsonl)."
+        ),
+    )
+
+
+@dataclass
+class WarmStartTraining:
+    epochs: float = field(default=2.0, metadata=_help("Passes over the demonstrations."))
+    learning_rate: float = field(default=8e-5, metadata=_help("AdamW learning rate."))
+    batch_size: int = field(default=4, metadata=_help("Demonstrations per micro-batch."))
+    gradient_accumulation_steps: int = field(default=2, metadata=_help("Micro-batches per optimizer step."))
+    max_length: int = field(
+        default=1024, metadata=_help("Tokens per demonstration (longer ones are dropped).")
+    )
+    seed: int = field(default=0, metadata=_help("Seed of the question sample, data order and torch."))
+    trainable_layers: int = field(
+        default=10,
+        metadata=_help(
+            "Train only the top N transformer layers and the final norm (0: every weight). The format is learnt in "
+            "the top layers; the backward pass then stops there, about 1.8× less compute on a CPU."
+        ),
+    )
+
+
+@dataclass
+class WarmStartConfig:
+    output_dir: str = field(metadata=_help("The warm-started model and its files go here."))
+    index: str = field(default="", metadata=_help("The retrieval index folder the demonstrations search."))
+    methods: list[str] = field(
+        default_factory=lambda: list(ALL_METHODS), metadata=_help("The formats to teach (one model for all).")
+    )
+    max_turns: int = field(
+        default=3,
+        metadata=_help(
+            "The turn budget, as in training; demonstrations search fewer times, leaving the answer a turn."
+        ),
+    )
+    max_obs_tokens: int = field(default=100, metadata=_help("Retrieved tokens per search, as in training."))
+    topk: int = field(default=3, metadata=_help("Passages per search, as in training."))
+    model: WarmStartModel = field(default_factory=WarmStartModel)
+    data: WarmStartData = field(default_factory=WarmStartData)
+    training: WarmStartTraining = field(default_factory=WarmStartTraining)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def validate(self) -> WarmStartConfig:
+        if not self.model.path:
+            raise ConfigError("model.path", "is required (the base policy folder)")
+        if not self.index:
+            raise ConfigError("index", "is required (the demonstrations search a real index)")
+        if not self.data.path:
+            raise ConfigError("data.path", "is required (questions with metadata.supporting_titles)")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ConfigError(
+                "methods", f"must be a non-empty list of {', '.join(METHODS)}; got {self.methods!r}"
+            )
+        if not 0.0 <= self.data.no_search_share < 1.0:
+            raise ConfigError(
+                "data.no_search_share", f"must lie in [0, 1), got {self.data.no_search_share!r}"
+            )
+        for name, value in (
+            ("data.questions_per_method", self.data.questions_per_method),
+            ("training.batch_size", self.training.batch_size),
+            ("training.gradient_accumulation_steps", self.training.gradient_accumulation_steps),
+            ("training.max_length", self.training.max_length),
+            ("max_turns", self.max_turns),
+            ("max_obs_tokens", self.max_obs_tokens),
+            ("topk", self.topk),
+        ):
+            if value < 1:
+                raise ConfigError(name, f"must be ≥ 1, got {value!r}")
+        for name, number in (
+            ("training.epochs", self.training.epochs),
+            ("training.learning_rate", self.training.learning_rate),
+        ):
+            if not number > 0:
+                raise ConfigError(name, f"must be > 0, got {number!r}")
+        return self
+
+
+def warm_start_config(values: dict[str, Any]) -> WarmStartConfig:
+    config: WarmStartConfig = _build(WarmStartConfig, values, "")
+    return config.validate()
+
+
+def load_warm_start_config(path: str | Path) -> WarmStartConfig:
+    from trainer.config import load_config_values
+
+    return warm_start_config(load_config_values(path))
+
+
+# --- data ------------------------------------------------------------------------------------------------------
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """FlashRAG question rows; a bad line is an error naming the file and line."""
+    rows = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                for required in ("question", "golden_answers"):
+                    if required not in row:
+                        raise KeyError(required)
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    "data.path", f"{path}:{number}: not a FlashRAG question row ({exc})"
+                ) from None
+            rows.append(row)
+    return rows
+
+
+def choose_plans(
+    config: WarmStartConfig, rows: Sequence[dict[str, Any]], common: Sequence[dict[str, Any]]
+) -> dict[str, list[Any]]:
+    """Per method: ``questions_per_method`` search plans and their share of no-search plans, drawn with the seed
+    from disjoint questions (a question teaches one method, so more questions are seen)."""
+    from trainer.demonstrations import needs_search, plan_for
+
+    split = config.data.split
+    chosen = [
+        r for r in rows if not split or str((r.get("metadata") or {}).get("split", "")).startswith(split)
+    ]
+    searched = [
+        p
+        for r in chosen
+        if needs_search(r) and (p := plan_for(r)) is not None and 0 < len(p.hops) < config.max_turns
+    ]
+    direct = [p for r in [*chosen, *common] if not needs_search(r) and (p := plan_for(r)) is not None]
+    rng = random.Random(config.training.seed)
+    rng.shuffle(searched)
+    rng.shuffle(direct)
+    share = config.data.no_search_share
+    n_direct = max(1, round(config.data.questions_per_method * share / (1 - share))) if share else 0
+    plans: dict[str, list[Any]] = {}
+    for i, method in enumerate(config.methods):
+        mine = searched[i * config.data.questions_per_method : (i + 1) * config.data.questions_per_method]
+        if len(mine) < config.data.questions_per_method:
+            mine = searched[
+                : config.data.questions_per_method
+            ]  # fewer questions than methods × N: share them
+        # No-search questions are few: every method sees them (rotated so each gets a different first few).
+        extra = (
+            [direct[(i * n_direct + j) % len(direct)] for j in range(min(n_direct, len(direct)))]
+            if direct
+            else []
+        )
+        plans[method] = [*mine, *extra]
+    return plans
+
+
+# --- training --------------------------------------------------------------------------------------------------
+
+
+def run(config: WarmStartConfig) -> dict[str, Any]:
+    """Build the demonstrations, fine-tune, save; returns the summary written to ``warm_start.json``."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainer.progress import ProgressReporter
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "warm_start_config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    progress = ProgressReporter(out)
+    progress.update("load", 0, 0, "loading the base model and the index")
+    started = time.perf_counter()
+
+    import torch
+
+    from retrieval.api import searcher_for_index
+    from trainer.config import ModelConfig
+    from trainer.demonstrations import build_demonstrations, tokenized
+    from trainer.models import load_policy
+
+    if config.model.torch_threads:
+        torch.set_num_threads(config.model.torch_threads)
+    torch.manual_seed(config.training.seed)
+    model, tokenizer = load_policy(ModelConfig(path=config.model.path), seed=config.training.seed)
+    searcher = searcher_for_index(config.index)
+    rows = read_rows(config.data.path)
+    common = read_rows(COMMON_KNOWLEDGE) if COMMON_KNOWLEDGE.is_file() else []
+    plans = choose_plans(config, rows, common)
+
+    examples: list[dict[str, list[int]]] = []
+    counts: dict[str, dict[str, int]] = {}
+    with (out / "demonstrations.jsonl").open("w", encoding="utf-8") as handle:
+        for k, method in enumerate(config.methods, start=1):
+            progress.update(
+                "demonstrate", k, len(config.methods), f"{method}: {len(plans[method])} questions"
+            )
+            demos = build_demonstrations(
+                method,
+                plans[method],
+                searcher,
+                tokenizer,
+                max_obs_tokens=config.max_obs_tokens,
+                topk=config.topk,
+                max_turns=config.max_turns,
+            )
+            kept = 0
+            for demo in demos:
+                example = tokenized(demo, tokenizer)
+                usable = demo.valid and len(example["input_ids"]) <= config.training.max_length
+                kept += usable
+                if usable:
+                    examples.append(example)
+                handle.write(
+                    json.dumps(
+                        {
+                            "method": method,
+                            "question_id": demo.question_id,
+                            "searches": demo.searches,
+                            "valid": demo.valid,
+                            "used": usable,
+                            "error": demo.error,
+                            "tokens": len(example["input_ids"]),
+                            "prompt": demo.prompt,
+                            "response": demo.rollout.text,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
+            counts[method] = {
+                "demonstrations": len(demos),
+                "valid": sum(d.valid for d in demos),
+                "used": kept,
+                "no_search": sum(d.valid and d.searches == 0 for d in demos),
+            }
+    if not examples:
+        raise ConfigError("data.path", "gave no usable demonstration (see demonstrations.jsonl for why)")
+    built = time.perf_counter()
+
+    trained_seconds = _train(config, model, tokenizer, examples, progress)
+    progress.update("save", 0, 0, "saving the warm-started model")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    shutil.rmtree(out / "sft", ignore_errors=True)  # the SFTTrainer's own output folder: nothing kept in it
+    summary = {
+        "base_model": config.model.path,
+        "methods": counts,
+        "examples": len(examples),
+        "demonstration_seconds": round(built - started, 1),
+        "train_seconds": round(trained_seconds, 1),
+    }
+    (out / "warm_start.json").write_text(json.dumps(summary, indent=2) + "\n")
+    progress.update("done", 0, 0, "finished", force=True)
+    return summary
+
+
+def _train(
+    config: WarmStartConfig, model: Any, tokenizer: Any, examples: list[dict[str, list[int]]], progress: Any
+) -> float:
+    from datasets import Dataset  # type: ignore[import-untyped]
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
+
+    from trainer.callbacks import WarmStartCallback
+    from trainer.models import freeze_lower_layers
+
+    t = config.training
+    freeze_lower_layers(model, t.trainable_layers)
+    args = SFTConfig(
+        output_dir=str(Path(config.output_dir) / "sft"),
+        num_train_epochs=t.epochs,
+        learning_rate=t.learning_rate,
+        per_device_train_batch_size=t.batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        max_length=t.max_length,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        bf16=False,
+        fp16=False,
+        use_cpu=True,
+        seed=t.seed,
+        data_seed=t.seed,
+        lr_scheduler_type="cosine",
+        warmup_steps=2,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(examples),
+        processing_class=tokenizer,
+        callbacks=[WarmStartCallback(config.output_dir, progress)],
+    )
+    started = time.perf_counter()
+    trainer.train()
+    return time.perf_counter() - started
+
+
+# --- the demo's cached warm start -------------------------------------------------------------------------------
+
+
+WARM_MODEL_NAME = "SmolLM2-135M-Instruct-warm"
+DEMO_METHODS = ("hiprag", "search_r1")
+
+
+def ensure_demo_warm_model(var_dir: Path, shared_dir: Path | None, *, base: Path | None = None) -> Path:
+    """The demo's warm-started SmolLM2 under ``var_dir/models``, made once (a finished folder is reused).
+
+    Demonstrations come from wiki_multihop's train questions and a BM25 index of its corpus (built in seconds,
+    cached under ``var_dir/retrieval/indexes``) when ``shared_dir`` has them, else from the demo's own corpus and
+    questions.
+    """
+    target = var_dir / "models" / WARM_MODEL_NAME
+    if (target / "warm_start.json").is_file() and (target / "config.json").is_file():
+        return target
+    from retrieval.index import IndexConfig, build_index
+
+    base = base or var_dir / "models" / "SmolLM2-135M-Instruct"
+    wiki = shared_dir / "data" / "wiki_multihop" if shared_dir else None
+    if wiki and (wiki / "corpus.jsonl").is_file() and (wiki / "questions.jsonl").is_file():
+        corpus, questions, name = wiki / "corpus.jsonl", wiki / "questions.jsonl", "wiki_multihop-bm25"
+        split = "train"
+    else:
+        demo = Path(__file__).resolve().parent.parent / "demo"
+        corpus, questions, name, split = demo / "corpus.jsonl", demo / "questions.jsonl", "demo-bm25", ""
+    index = var_dir / "retrieval" / "indexes" / name
+    if not (index / "metadata.json").is_file():
+        build_index(corpus, index, IndexConfig(kind="bm25"))
+    config = warm_start_config(
+        {
+            "output_dir": str(target),
+            "index": str(index),
+            "model": {"path": str(base)},
+            "data": {"path": str(questions), "split": split},
+            # The demo trains HiPRAG against its Search-R1 baseline; each method more is ~10 more CPU minutes.
+            "methods": list(DEMO_METHODS),
+        }
+    )
+    run(config)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.warm_start", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("config", nargs="?", help="a .toml, .json or .yaml warm-start config")
+    parser.add_argument("--help-config", action="store_true", help="list every config field and exit")
+    args = parser.parse_args(argv)
+    if args.help_config:
+        from trainer.config import describe
+
+        print(describe(WarmStartConfig))
+        return 0
+    if not args.config:
+        parser.error("CONFIG is required")
+    try:
+        summary = run(load_warm_start_config(args.config))
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
