@@ -12,6 +12,8 @@ Unix seconds). Keys (stable; the web app plots them):
 ``format_ok_rate``                      trajectories that parse in the method's format
 ``accuracy``, ``em``, ``f1``            cover exact match (HiPRAG's CEM), exact match, token F1 of the final answer
 ``over_searching_ratio``                AutoSearch §5.1 (only when intermediate answers exist)
+``search_efficiency``                   AutoSearch SE = EM / search depth (when the depth is not zero)
+``judge_errors``                        judged steps whose verdict was missing, unparseable or failed
 ``completion_length``                   policy tokens per completion (retrieved tokens excluded)
 ``kl``, ``entropy``, ``clip_ratio``     TRL's, over policy tokens (``kl`` only with ``beta`` > 0)
 ``step_time``                           seconds per optimizer step (generation included)
@@ -97,10 +99,12 @@ def score_metrics(scores: list[SampleScore]) -> dict[str, float]:
         ("em", row.em),
         ("f1", row.f1),
         ("over_searching_ratio", row.over_searching_ratio),
+        ("search_efficiency", row.search_efficiency),
     ):
         if value is not None:
             metrics[key] = float(value)
-    if row.n_judge_errors:
+    if row.n_judge_errors or row.n_search_steps or row.n_non_search_steps:
+        # Steps whose verdict was missing, unparseable or failed: plotted per step (0 too once steps are judged).
         metrics["judge_errors"] = float(row.n_judge_errors)
     return metrics
 

@@ -10,10 +10,19 @@
 (function () {
   "use strict";
 
+  var PROCESS = [
+    "reward/optimal_depth/mean", "search_efficiency",
+    "reward/sufficiency/mean", "reward/thinking/mean",
+    "reward/R_path/mean", "reward/S_self/mean", "reward/S_ref/mean",
+  ];
   var GROUPS = [
-    { id: "reward", title: "Reward: mean ± std, components", match: function (k) { return k === "reward/mean" || (/^reward\/.+\/mean$/.test(k) && !/^reward\/n_/.test(k)); } },
+    { id: "reward", title: "Reward: mean ± std, components", match: function (k) { return k === "reward/mean" || (/^reward\/.+\/mean$/.test(k) && !/^reward\/n_/.test(k) && PROCESS.indexOf(k) < 0); } },
     { id: "search", title: "Over-/under-search rate (OSR, USR)", keys: ["osr", "usr"], unit: true },
     { id: "depth", title: "Search depth (searches per trajectory)", keys: ["searches/mean"] },
+    // Each method's own process signal, beside HiPRAG's OSR/USR: AutoSearch's optimal depth t_c and search
+    // efficiency (EM / depth), TIRESRAG-R1's sufficiency and thinking scores, Search-P1's path scores.
+    { id: "process", title: "Process metrics (AutoSearch depth t_c and efficiency, TIRESRAG sufficiency and thinking, Search-P1 path)", keys: PROCESS },
+    { id: "judge", title: "Judge errors and unscorable completions per step (never counted as “no”)", keys: ["judge_errors", "reward/unscorable"] },
     { id: "format", title: "Format-correct rate", keys: ["format_ok_rate"], unit: true },
     { id: "accuracy", title: "Accuracy (CEM), EM, F1", keys: ["accuracy", "em", "f1"], unit: true },
     { id: "length", title: "Completion length (policy tokens)", keys: ["completion_length"] },

@@ -78,3 +78,41 @@ def test_it_rejects_bad_weights_at_construction() -> None:
     assert error.value.field == "reward.params.lambda_f"
     with pytest.raises(ConfigError, match=r"reward\.params\.nope"):
         MethodReward("search_r1", params={"nope": 1})
+
+
+def test_step_metrics_plot_judge_errors_and_search_efficiency_beside_osr() -> None:
+    """The run page's process charts: judge errors per step (0 too once steps are judged, never folded into
+    "no") and AutoSearch's search efficiency (EM / depth)."""
+    from scoring.formats import parse
+    from scoring.verdicts import Verdict
+    from trainer.callbacks import score_metrics
+    from trainer.rewards import SampleScore
+
+    text = (
+        "<think>find it</think><search>capital of France</search>"
+        "<information>Doc 1(Title: Paris) Paris is the capital of France.</information>"
+        "<answer>Paris</answer>"
+    )
+    trajectory = parse("search_r1", text)
+
+    def sample(over: Verdict | None, em: bool) -> SampleScore:
+        return SampleScore(
+            prompt="q",
+            row={},
+            text=text,
+            golds=("Paris",),
+            trajectory=trajectory,
+            reward=None,
+            error=None,
+            judgements={},
+            cem=em,
+            em=em,
+            f1=float(em),
+            over_search=(over,),
+        )
+
+    metrics = score_metrics([sample(Verdict.TRUE, True), sample(Verdict.UNPARSEABLE, False)])
+    assert metrics["judge_errors"] == 1.0  # the unparseable verdict: counted as an error, not as "no"
+    assert metrics["osr"] == 1.0  # over the one usable verdict
+    assert metrics["search_efficiency"] == pytest.approx(0.5 / 1.0)  # EM 0.5 over one search per trajectory
+    assert score_metrics([sample(Verdict.FALSE, True)])["judge_errors"] == 0.0
