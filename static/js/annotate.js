@@ -31,6 +31,18 @@
 
   list.addEventListener("change", function (event) {
     if (event.target.matches("input[type=radio]")) event.target.form.requestSubmit();
+    // Autosave a comment too, once the step has a label to go with it (a comment alone is not a label).
+    else if (event.target.matches("input[name=comment]") && event.target.form.querySelector("input[type=radio]:checked")) {
+      event.target.form.requestSubmit();
+    }
+  });
+
+  // In the comment field: Enter saves (the form's own submit), Escape goes back to the step for the keys.
+  list.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && event.target.matches("input[name=comment]")) {
+      event.target.closest("li.step").focus();
+      event.preventDefault();
+    }
   });
 
   document.addEventListener("keydown", function (event) {

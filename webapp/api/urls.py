@@ -2,7 +2,14 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from webapp.api.api import ScoreApi, ScoreJobDetailApi
-from webapp.audits.api import AuditAgreementApi, AuditListApi
+from webapp.audits.api import (
+    AuditAgreementApi,
+    AuditExportCsvApi,
+    AuditExportJsonlApi,
+    AuditListApi,
+    AuditStatusApi,
+    FrozenReportApi,
+)
 from webapp.runs.api import RunDetailApi, RunListApi, RunMetricsApi
 from webapp.trajectories.api import (
     StepRewardExportApi,
@@ -27,6 +34,14 @@ urlpatterns = [
     path("trajectories/<int:trajectory_id>/", TrajectoryDetailApi.as_view(), name="trajectory-detail"),
     path("audits/", AuditListApi.as_view(), name="audit-list"),
     path("audits/<int:audit_id>/agreement/", AuditAgreementApi.as_view(), name="audit-agreement"),
+    path("audits/<int:audit_id>/status/", AuditStatusApi.as_view(), name="audit-status"),
+    path("audits/reports/<int:report_id>/", FrozenReportApi.as_view(), name="audit-frozen-report"),
+    path("audits/<int:audit_id>/export.jsonl", AuditExportJsonlApi.as_view(), name="audit-export"),
+    path(
+        "audits/<int:audit_id>/export/<slug:table>.csv",
+        AuditExportCsvApi.as_view(),
+        name="audit-export-table",
+    ),
     re_path(r"^score/?$", ScoreApi.as_view(), name="score"),
     path("score/jobs/<int:job_id>/", ScoreJobDetailApi.as_view(), name="score-job"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

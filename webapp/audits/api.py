@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scoring.agreement import Coefficient
-from scoring.agreement_bootstrap import Interval
 from webapp.api.pagination import PageNumberPagination
-from webapp.audits import report, selectors
-from webapp.audits.models import Audit
+from webapp.audits import export, selectors, services
+from webapp.audits.models import Audit, FrozenReport
 
 
 class AuditOutput(serializers.ModelSerializer):
@@ -96,7 +96,10 @@ class SectionOutput(serializers.Serializer):
     n_trajectories = serializers.IntegerField(help_text="the bootstrap's clusters")
     n_judge_errors = serializers.IntegerField(help_text="ERROR verdicts: left out, never read as 'no'")
     n_no_verdict = serializers.IntegerField()
-    n_no_consensus = serializers.IntegerField(help_text="human unsure, or annotators tied")
+    n_no_consensus = serializers.IntegerField(help_text="human unsure, or annotators tied (not adjudicated)")
+    n_adjudicated = serializers.IntegerField(
+        help_text="steps whose human answer is a researcher's adjudication"
+    )
     percent_agreement = StatisticOutput(help_text="the judge's accuracy, the human being the truth")
     cohen_kappa = StatisticOutput()
     gwet_ac1 = StatisticOutput()
@@ -110,78 +113,6 @@ class SectionOutput(serializers.Serializer):
         allow_null=True, help_text="n_units and the multi-rater statistics"
     )
     disagreements = DisagreementOutput(many=True)
-
-
-def _statistic(value: Coefficient | float | None, interval: Interval) -> dict[str, Any]:
-    if isinstance(value, Coefficient):
-        found = {
-            "value": value.value,
-            "observed": value.observed,
-            "expected": value.expected,
-            "reason": value.reason,
-        }
-    else:
-        found = {"value": value, "observed": value, "expected": None, "reason": None}
-    return {
-        **found,
-        "ci_low": interval.low,
-        "ci_high": interval.high,
-        "n_undefined_resamples": interval.n_undefined,
-    }
-
-
-def section_as_dict(section: report.DetectorSection) -> dict[str, Any]:
-    agreement = section.agreement
-    names = section.detector.label_names
-    inter = section.inter_annotator
-    return {
-        "detector": section.detector.name,
-        "judge_model": section.judge_model,
-        "labels": [names[label] for label in agreement.labels],
-        "n_steps": section.n_steps,
-        "n_labelled": section.n_labelled,
-        "n_compared": agreement.n_items,
-        "n_trajectories": agreement.n_trajectories,
-        "n_judge_errors": section.n_judge_errors,
-        "n_no_verdict": section.n_no_verdict,
-        "n_no_consensus": section.n_no_consensus,
-        **{
-            key: _statistic(getattr(agreement, key), agreement.intervals[key])
-            for key in ("percent_agreement", "cohen_kappa", "gwet_ac1", "krippendorff_alpha")
-        },
-        "confusion": [list(row) for row in agreement.confusion.counts],
-        "per_label": [
-            {
-                "label": names[scores.label],
-                "precision": scores.precision,
-                "recall": scores.recall,
-                "f1": scores.f1,
-                "support": scores.support,
-                "predicted": scores.predicted,
-            }
-            for scores in agreement.per_label
-        ],
-        "inter_annotator": None
-        if inter is None
-        else {
-            "n_units": inter.n_units,
-            **{
-                key: _statistic(getattr(inter, key), inter.intervals[key])
-                for key in ("percent_agreement", "gwet_ac1", "krippendorff_alpha")
-            },
-        },
-        "disagreements": [
-            {
-                "trajectory_id": row.step.trajectory_id,
-                "step_id": row.step.step_id,
-                "step_index": row.step.index,
-                "judge": row.judge,
-                "human": row.human,
-                "human_labels": list(row.human_labels),
-            }
-            for row in section.disagreements
-        ],
-    }
 
 
 class AuditAgreementApi(APIView):
@@ -199,12 +130,27 @@ class AuditAgreementApi(APIView):
             n_labelled = serializers.IntegerField()
             seconds = serializers.IntegerField()
 
+        @extend_schema_serializer(component_name="AuditOverallProgress")
+        class OverallOutput(serializers.Serializer):
+            n_items = serializers.IntegerField()
+            n_items_complete = serializers.IntegerField(help_text="labelled by every assignee, every step")
+            n_labels = serializers.IntegerField()
+            n_labels_needed = serializers.IntegerField(help_text="Σ steps × assignees")
+
         audit = serializers.IntegerField()
         name = serializers.CharField()
+        status = serializers.CharField()
+        seed = serializers.IntegerField()
+        frozen_report_id = serializers.IntegerField(
+            allow_null=True, help_text="set when the audit is closed: these numbers are that frozen report's"
+        )
         n_items = serializers.IntegerField()
         n_steps = serializers.IntegerField()
+        n_adjudicated = serializers.IntegerField()
+        n_contested = serializers.IntegerField(help_text="steps whose annotators disagree")
         confidence = serializers.FloatField()
         n_resamples = serializers.IntegerField()
+        overall = OverallOutput()
         progress = ProgressOutput(many=True)
         detectors = SectionOutput(many=True)
 
@@ -213,16 +159,107 @@ class AuditAgreementApi(APIView):
         try:
             audit = selectors.audit_get(audit_id=audit_id)
         except Audit.DoesNotExist:
-            return Response({"detail": "No such audit."}, status=404)
-        found = report.audit_report(audit=audit)
-        data = {
-            "audit": audit.pk,
-            "name": audit.name,
-            "n_items": found.n_items,
-            "n_steps": found.n_steps,
-            "confidence": report.CONFIDENCE,
-            "n_resamples": report.N_RESAMPLES,
-            "progress": [vars(row) for row in found.progress],
-            "detectors": [section_as_dict(section) for section in found.sections],
-        }
-        return Response(self.Output(data).data)
+            return Response({"detail": f"No audit {audit_id}."}, status=404)
+        data, frozen_id = export.report_data_of(audit)
+        return Response(self.Output({**data, "frozen_report_id": frozen_id}).data)
+
+
+class FrozenReportApi(APIView):
+    """A report frozen when its audit was closed, by the id it is cited by (stored, never recomputed)."""
+
+    @extend_schema(responses=AuditAgreementApi.Output, operation_id="audits_frozen_report")
+    def get(self, request: Request, report_id: int) -> Response:
+        try:
+            frozen = selectors.frozen_report_get(report_id=report_id)
+        except FrozenReport.DoesNotExist:
+            return Response({"detail": f"No frozen audit report {report_id}."}, status=404)
+        return Response(
+            {
+                **frozen.report,
+                "frozen_report_id": frozen.pk,
+                "sha256": frozen.sha256,
+                "closed_at": frozen.created_at,
+            }
+        )
+
+
+class AuditStatusApi(APIView):
+    """Pause, resume, close (freezing the report: its id is returned) or reopen an audit."""
+
+    class Input(serializers.Serializer):
+        action = serializers.ChoiceField(choices=list(services.TRANSITIONS))
+
+    @extend_schema(request=Input, responses=OpenApiTypes.OBJECT, operation_id="audits_status")
+    def post(self, request: Request, audit_id: int) -> Response:
+        given = self.Input(data=request.data)
+        given.is_valid(raise_exception=True)
+        try:
+            audit = selectors.audit_get(audit_id=audit_id)
+        except Audit.DoesNotExist:
+            return Response({"detail": f"No audit {audit_id}."}, status=404)
+        try:
+            frozen = services.audit_transition(
+                audit=audit, action=given.validated_data["action"], by=request.user
+            )
+        except ValidationError as exc:
+            return Response({"detail": "; ".join(exc.messages)}, status=409)
+        return Response(
+            {"audit": audit.pk, "status": audit.status, "frozen_report_id": frozen.pk if frozen else None}
+        )
+
+
+class _JsonlRenderer(JSONRenderer):
+    media_type = "application/jsonl"
+    format = "jsonl"
+
+
+class _CsvRenderer(JSONRenderer):
+    media_type = "text/csv"
+    format = "csv"
+
+
+class _AuditExport(APIView):
+    renderer_classes = (JSONRenderer, _JsonlRenderer, _CsvRenderer)
+
+    def export(self, audit_id: int, table: str | None) -> HttpResponse:
+        try:
+            audit = selectors.audit_get(audit_id=audit_id)
+        except Audit.DoesNotExist:
+            return Response({"detail": f"No audit {audit_id}."}, status=404)
+        if table is None:
+            body, content_type, name = export.as_jsonl(audit), "application/jsonl", f"audit-{audit.pk}.jsonl"
+        elif table in export.TABLES:
+            body, content_type, name = (
+                export.as_csv(audit, table),
+                "text/csv",
+                f"audit-{audit.pk}-{table}.csv",
+            )
+        else:
+            return Response(
+                {"detail": f"No export table {table!r}: one of {', '.join(export.TABLES)}."}, status=404
+            )
+        response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+class AuditExportJsonlApi(_AuditExport):
+    """The audit's settings and seed, items, labels, adjudications, verdicts and report in one JSON lines file
+    (``record`` names the table of each line; the report is the frozen one for a closed audit)."""
+
+    @extend_schema(
+        responses={(200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR)},
+        operation_id="audits_export_jsonl",
+    )
+    def get(self, request: Request, audit_id: int) -> HttpResponse:
+        return self.export(audit_id, None)
+
+
+class AuditExportCsvApi(_AuditExport):
+    """One table of the export as CSV: settings, items, labels, adjudications, verdicts or report."""
+
+    @extend_schema(
+        responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR)}, operation_id="audits_export_csv"
+    )
+    def get(self, request: Request, audit_id: int, table: str) -> HttpResponse:
+        return self.export(audit_id, table)

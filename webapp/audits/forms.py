@@ -26,6 +26,13 @@ class LabelForm(forms.Form):
     seconds_spent = forms.IntegerField(required=False, min_value=0, max_value=24 * 3600)
 
 
+class AdjudicationForm(forms.Form):
+    label = forms.ChoiceField(
+        choices=[("", "(none: back to the majority)"), *Label.Value.choices], required=False
+    )
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
 class RunChoiceField(forms.ModelMultipleChoiceField):
     def label_from_instance(self, obj: Any) -> str:
         return f"{obj.name} · {obj.method} · {obj.n_trajectories} trajectories"

@@ -8,7 +8,9 @@ from django.db import models
 
 class Audit(models.Model):
     class Status(models.TextChoices):
+        # open: annotators label · paused: nothing is saved, the queue says why · closed: read-only, report frozen
         OPEN = "open"
+        PAUSED = "paused"
         CLOSED = "closed"
 
     class Stratification(models.TextChoices):
@@ -31,6 +33,7 @@ class Audit(models.Model):
     guidelines = models.TextField(blank=True)
     blind = models.BooleanField(default=True, help_text="hide the judges' verdicts from annotators")
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )
@@ -114,3 +117,47 @@ class Label(models.Model):
 
     def __str__(self) -> str:
         return f"{self.annotator}: {self.label}"
+
+
+class Adjudication(models.Model):
+    """A researcher's final label for one step of an audit; the report uses it instead of the annotators'
+    majority. Takes the same values as a step ``Label``."""
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="adjudications")
+    step = models.ForeignKey("trajectories.Step", on_delete=models.CASCADE, related_name="adjudications")
+    label = models.CharField(max_length=16, choices=Label.Value.choices)
+    comment = models.TextField(blank=True)
+    adjudicator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = (models.UniqueConstraint(fields=["audit", "step"], name="adjudication_unique_step"),)
+
+    def __str__(self) -> str:
+        return f"{self.audit} step {self.step_id}: {self.label}"
+
+
+class FrozenReport(models.Model):
+    """The agreement report as it stood when an audit was closed: citable by its id, never recomputed.
+
+    Reopening and closing again freezes a new one; earlier ones stay (a paper may cite them).
+    """
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="frozen_reports")
+    report = models.JSONField(help_text="the agreement API's output at closing time")
+    n_labels = models.PositiveIntegerField()
+    n_adjudications = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64, help_text="of the report's canonical JSON")
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at", "-pk")
+
+    def __str__(self) -> str:
+        return f"report #{self.pk} of {self.audit}"

@@ -6,7 +6,9 @@ have searched). The annotators' labels are mapped onto the same yes/no question,
 is HiPRAG Appendix F.2's detector "accuracy" with the human as the truth.
 
 With several annotators on a step, the human side is their majority (a tie is no consensus and the step is left
-out of the judge-vs-human statistics, counted); inter-annotator agreement is reported on its own. A judge ERROR
+out of the judge-vs-human statistics, counted), unless a researcher adjudicated the step: the adjudicated label
+then is the human answer (counted as ``n_adjudicated``). Inter-annotator agreement is reported on its own, on the
+annotators' labels only (an adjudication is not another rater). A judge ERROR
 verdict is never a "no": scoring drops the pair, and the report counts it apart.
 """
 
@@ -28,7 +30,7 @@ from scoring.agreement_bootstrap import (
     multi_rater_agreement,
 )
 from scoring.verdicts import Verdict
-from webapp.audits.models import Audit, AuditItem, Label
+from webapp.audits.models import Adjudication, Audit, AuditItem, Label
 from webapp.trajectories.models import JudgeVerdict, Step
 
 CATEGORIES = (False, True)
@@ -82,6 +84,7 @@ class AuditedStep:
     verdicts: dict[str, str] = field(default_factory=dict)  # judge model → outcome, for the kind's detector
     labels: dict[int, str] = field(default_factory=dict)  # annotator id → Label.Value
     comments: list[str] = field(default_factory=list)
+    adjudication: str | None = None  # the researcher's final Label.Value, when there is one
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class DetectorSection:
     n_judge_errors: int  # labelled steps whose verdict is ERROR (excluded, never read as "no")
     n_no_verdict: int  # labelled steps this judge never judged
     n_no_consensus: int  # labelled steps without a usable human answer (unsure, or annotators tied)
+    n_adjudicated: int  # labelled steps whose human answer is a researcher's adjudication
     agreement: AgreementReport
     disagreements: tuple[Disagreement, ...]
     inter_annotator: MultiRaterReport | None
@@ -192,12 +196,38 @@ class AnnotatorProgress:
 
 
 @dataclass(frozen=True)
+class OverallProgress:
+    """Every assignment at once: an item is complete when each of its assignees labelled each of its steps."""
+
+    n_items: int
+    n_items_complete: int
+    n_labels: int  # step labels saved
+    n_labels_needed: int  # Σ over items of steps × assignees
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.n_labels / self.n_labels_needed if self.n_labels_needed else 0.0
+
+
+@dataclass(frozen=True)
 class AuditReport:
     audit: Audit
     progress: tuple[AnnotatorProgress, ...]
     sections: tuple[DetectorSection, ...]
     n_items: int
     n_steps: int
+    overall: OverallProgress
+    n_adjudicated: int  # adjudicated steps (each is the human answer of its step in every section)
+    n_contested: int  # steps whose annotators disagree (adjudicated or not)
+
+    def judges_side_by_side(self) -> list[tuple[Detector, list[DetectorSection]]]:
+        """Per detector, its judges' sections (only detectors judged by at least one model)."""
+        rows = []
+        for detector in DETECTORS:
+            judged = [s for s in self.sections if s.detector == detector and s.judge_model is not None]
+            if judged:
+                rows.append((detector, judged))
+        return rows
 
 
 def audited_steps(*, audit_id: int) -> list[AuditedStep]:
@@ -229,7 +259,29 @@ def audited_steps(*, audit_id: int) -> list[AuditedStep]:
         steps[step_id].labels[annotator_id] = label
         if comment:
             steps[step_id].comments.append(comment)
+    for step_id, label in Adjudication.objects.filter(audit_id=audit_id).values_list("step_id", "label"):
+        if step_id in steps:
+            steps[step_id].adjudication = label
     return list(steps.values())
+
+
+def detector_for(kind: str) -> Detector:
+    return next(detector for detector in DETECTORS if detector.step_kind == kind)
+
+
+def annotators_disagree(step: AuditedStep) -> bool:
+    """Two or more annotators whose labels answer the detector's question differently ("unsure" counts as an
+    answer of its own here: it asks for a decision as much as a yes against a no does)."""
+    human = detector_for(step.kind).human
+    return len(step.labels) >= 2 and len({human.get(label) for label in step.labels.values()}) > 1
+
+
+def human_answer(step: AuditedStep) -> bool | None:
+    """The human side of a step: the adjudicated label if there is one, else the annotators' majority."""
+    detector = detector_for(step.kind)
+    if step.adjudication is not None:
+        return detector.human.get(step.adjudication)
+    return human_consensus([detector.human.get(label) for label in step.labels.values()])
 
 
 def human_consensus(answers: Sequence[bool | None]) -> bool | None:
@@ -243,17 +295,18 @@ def human_consensus(answers: Sequence[bool | None]) -> bool | None:
 def _section(
     detector: Detector, judge_model: str | None, steps: list[AuditedStep], annotator_ids: list[int], seed: int
 ) -> DetectorSection:
-    labelled = [step for step in steps if step.labels]
+    labelled = [step for step in steps if step.labels or step.adjudication is not None]
     rated: list[RatedStep] = []
     disagreements: list[Disagreement] = []
-    n_errors = n_no_verdict = n_no_consensus = 0
+    n_errors = n_no_verdict = n_no_consensus = n_adjudicated = 0
     for step in labelled:
         outcome = step.verdicts.get(judge_model) if judge_model else None
         judge = Verdict(outcome) if outcome else None
-        human = human_consensus([detector.human.get(label) for label in step.labels.values()])
+        human = human_answer(step)
         n_errors += judge is Verdict.ERROR
         n_no_verdict += judge is None
         n_no_consensus += human is None
+        n_adjudicated += step.adjudication is not None
         rated.append(RatedStep(str(step.trajectory_id), judge, human))
         if judge is not None and judge.usable and human is not None and (judge is Verdict.TRUE) != human:
             disagreements.append(
@@ -272,6 +325,7 @@ def _section(
             ),
         )
         for step in labelled
+        if step.labels
     ]
     several = any(sum(answer is not None for answer in unit.labels) >= 2 for unit in units)
     options = {"categories": CATEGORIES, "n_resamples": N_RESAMPLES, "confidence": CONFIDENCE, "seed": seed}
@@ -283,6 +337,7 @@ def _section(
         n_judge_errors=n_errors,
         n_no_verdict=n_no_verdict,
         n_no_consensus=n_no_consensus,
+        n_adjudicated=n_adjudicated,
         agreement=audit_agreement(rated, **options),
         disagreements=tuple(disagreements),
         inter_annotator=multi_rater_agreement(units, **options) if several else None,
@@ -316,6 +371,21 @@ def annotator_progress(*, audit: Audit) -> tuple[AnnotatorProgress, ...]:
     return tuple(rows)
 
 
+def overall_progress(*, audit: Audit) -> OverallProgress:
+    items = AuditItem.objects.filter(audit=audit).annotate(
+        n_steps=Count("trajectory__steps", distinct=True),
+        n_assignees=Count("assignees", distinct=True),
+        n_labels=Count("labels", filter=Q(labels__step__isnull=False), distinct=True),
+    )
+    counts = [(item.n_steps * item.n_assignees, item.n_labels) for item in items]
+    return OverallProgress(
+        n_items=len(counts),
+        n_items_complete=sum(1 for needed, done in counts if needed and done >= needed),
+        n_labels=sum(done for _, done in counts),
+        n_labels_needed=sum(needed for needed, _ in counts),
+    )
+
+
 def audit_report(*, audit: Audit) -> AuditReport:
     """The whole agreement report of an audit: one section per detector and judge model."""
     steps = audited_steps(audit_id=audit.pk)
@@ -338,4 +408,7 @@ def audit_report(*, audit: Audit) -> AuditReport:
         sections=tuple(sections),
         n_items=audit.items.count(),
         n_steps=len(steps),
+        overall=overall_progress(audit=audit),
+        n_adjudicated=sum(step.adjudication is not None for step in steps),
+        n_contested=sum(annotators_disagree(step) for step in steps),
     )
