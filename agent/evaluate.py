@@ -271,8 +271,11 @@ async def _judge_record(
     q, trajectory = record.question, record.trajectory
     work: dict[str, Any] = {}
     judge = judges.judge
-    if judges.evidence and method == "hiprag" and trajectory.valid:
-        record.verdicts.update(det.hiprag_evidence(trajectory, q.text, q.golds, q.supporting_titles))
+    if judges.evidence and method in ("hiprag", "search_r1") and trajectory.valid:
+        found = det.hiprag_evidence(trajectory, q.text, q.golds, q.supporting_titles)
+        if method == "search_r1":  # the baseline's over-search (HiPRAG measures it); no conclusions to verify
+            found = {det.OVER_SEARCH: found[det.OVER_SEARCH]}
+        record.verdicts.update(found)
     if judge is not None:
         if method == "hiprag" and trajectory.valid and not judges.evidence:
             work[det.UNDER_SEARCH] = det.hiprag_under_search(judges.under_search_judge or judge, trajectory)

@@ -124,6 +124,7 @@ INSTALLED_APPS = [
     "webapp.api",
     "webapp.training",
     "webapp.evaluation",
+    "webapp.experiments",
 ]
 
 MIDDLEWARE = [
@@ -296,6 +297,7 @@ CELERY_TASK_ROUTES = {
     "webapp.corpora.tasks.index_*": {"queue": "retrieval"},
     "webapp.runs.tasks.run_*": {"queue": "train"},
     "webapp.training.tasks.training_*": {"queue": "train"},
+    "webapp.experiments.tasks.experiment_*": {"queue": "train"},  # supervises training subprocesses
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

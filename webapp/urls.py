@@ -17,6 +17,7 @@ urlpatterns = [
     path("datasets/", include("webapp.datasets.urls")),
     path("imports/", include("webapp.imports.urls")),
     path("audits/", include("webapp.audits.urls")),
+    path("experiments/", include("webapp.experiments.urls")),
     path("api/v1/", include("webapp.api.urls")),
     path("", include("webapp.evaluation.urls")),  # /evaluation/, /compare/, /api/v1/runs/<id>/report/
 ]

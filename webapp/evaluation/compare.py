@@ -1,4 +1,5 @@
-"""Reads of the compare page: two runs aligned by question, bucketed by who got it right, and a step-by-step pair.
+"""Reads of the compare page: two runs aligned by question, bucketed by who got it right, and a step-by-step pair;
+for more runs, each run's paired-bootstrap differences from the baseline and its training curves.
 
 A run's trajectory for a question is its latest one (highest id): one per question for an eval run, the last
 sampled one for a training run. Questions are matched by their ``Question`` row, or by their text for trajectories
@@ -15,6 +16,16 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from scoring.paired_bootstrap import (
+    DEFAULT_RESAMPLES,
+    Difference,
+    Ratio,
+    pair_by_key,
+    paired_bootstrap,
+)
+from scoring.paired_bootstrap import METRICS as PAPER_METRICS
+from scoring.paired_bootstrap import question_ratios as paired_question_ratios
+from webapp.runs.models import MetricPoint, Run
 from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
 from webapp.trajectories.selectors import trajectory_get
 
@@ -120,6 +131,11 @@ def _latest_by_question(run_id: int, metric: str) -> dict[str, tuple[dict[str, A
     return found
 
 
+def latest_sides(*, run_id: int, metric: str = "em") -> dict[str, Side]:
+    """The run's latest trajectory per question, as the compare table shows it."""
+    return {key: side for key, (_, side) in _latest_by_question(run_id, metric).items()}
+
+
 def compare_questions(*, run_a_id: int, run_b_id: int, metric: str = "em") -> list[ComparedQuestion]:
     """Every question of either run, in run A's order, then B's questions that A lacks."""
     a = _latest_by_question(run_a_id, metric)
@@ -212,3 +228,97 @@ def trajectory_pair(*, question: ComparedQuestion) -> TrajectoryPair:
     steps_b = list(b.steps.all()) if b else []
     pairs = tuple(StepPair(index=i, a=sa, b=sb) for i, (sa, sb) in enumerate(zip_longest(steps_a, steps_b)))
     return TrajectoryPair(a=a, b=b, steps=pairs)
+
+
+# --- More than two runs: paired-bootstrap differences and training curves ---------------------------------------
+
+
+def question_ratios(*, run_id: int) -> dict[str, dict[str, Ratio]]:
+    """Each question's contribution to the papers' metrics (scoring.paired_bootstrap.question_ratios), from the
+    run's latest trajectory of the question; OSR/USR from its step verdicts (errors are in neither count)."""
+    step = Q(verdicts__step__isnull=False)
+    over = step & Q(verdicts__detector=JudgeVerdict.Detector.OVER_SEARCH)
+    under = step & Q(verdicts__detector=JudgeVerdict.Detector.UNDER_SEARCH)
+    true, false = (
+        Q(verdicts__outcome=JudgeVerdict.Outcome.TRUE),
+        Q(verdicts__outcome=JudgeVerdict.Outcome.FALSE),
+    )
+    rows = (
+        Trajectory.objects.filter(run_id=run_id)
+        .annotate(
+            over_true=Count("verdicts", filter=over & true),
+            over_false=Count("verdicts", filter=over & false),
+            under_true=Count("verdicts", filter=under & true),
+            under_false=Count("verdicts", filter=under & false),
+        )
+        .values(
+            "id",
+            "question_id",
+            "question_text",
+            "cover_exact_match",
+            "exact_match",
+            "f1",
+            "format_ok",
+            "n_searches",
+            "over_true",
+            "over_false",
+            "under_true",
+            "under_false",
+        )
+        .order_by("id")
+    )
+    found: dict[str, dict[str, Ratio]] = {}
+    for row in rows:  # ascending ids: a later trajectory of the same question replaces an earlier one
+        found[_key(row["question_id"], row["question_text"])] = paired_question_ratios(
+            cem=bool(row["cover_exact_match"]),
+            em=bool(row["exact_match"]),
+            f1=float(row["f1"] or 0.0),
+            format_ok=bool(row["format_ok"]),
+            n_searches=int(row["n_searches"] or 0),
+            over_search=[True] * row["over_true"] + [False] * row["over_false"],
+            under_search=[True] * row["under_true"] + [False] * row["under_false"],
+        )
+    return found
+
+
+def paired_differences(
+    *, baseline_run_id: int, run_id: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> dict[str, Difference]:
+    """``run − baseline`` of every metric over the questions both runs answered, with paired-bootstrap 95% CIs."""
+    _, base_rows, run_rows = pair_by_key(
+        question_ratios(run_id=baseline_run_id), question_ratios(run_id=run_id)
+    )
+    return paired_bootstrap(base_rows, run_rows, PAPER_METRICS, n_resamples=n_resamples, seed=seed)
+
+
+CURVE_KEYS = {"osr": "OSR", "searches/mean": "average searches"}  # trainer.callbacks' metric keys
+
+
+def training_run_for(run: Run) -> Run | None:
+    """The training run behind ``run``: itself when it trains, else the train run whose output folder is the
+    model an eval run evaluated (how an experiment's evaluations of trained models are linked to their training)."""
+    if run.kind == Run.Kind.TRAIN:
+        return run
+    if not run.model_name:
+        return None
+    return Run.objects.filter(kind=Run.Kind.TRAIN, config__output_dir=run.model_name).order_by("-pk").first()
+
+
+def training_curves(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per run with a training run behind it: its OSR and average searches per training step (for the overlay)."""
+    curves = []
+    seen: set[int] = set()
+    for run in runs:
+        train = training_run_for(run)
+        if train is None or train.pk in seen:
+            continue
+        seen.add(train.pk)
+        series: dict[str, list[list[float]]] = {key: [] for key in CURVE_KEYS}
+        points = MetricPoint.objects.filter(run_id=train.pk, key__in=list(CURVE_KEYS)).order_by("step")
+        for key, step, value in points.values_list("key", "step", "value"):
+            series[key].append([step, value])
+        if any(series.values()):
+            curves.append(
+                {"run": train.pk, "label": f"#{train.pk} {train.get_method_display()}", "series": series}
+            )
+    return curves

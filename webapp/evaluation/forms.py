@@ -165,6 +165,23 @@ class CompareForm(forms.Form):
     )
     bucket = forms.CharField(required=False)
     q = forms.CharField(required=False)
+    runs = forms.CharField(
+        required=False,
+        label="more runs",
+        help_text="comma-separated run ids shown beside A and B, each with its paired difference from A",
+    )
+
+    def clean_runs(self) -> list[Run]:
+        value = self.cleaned_data.get("runs") or ""
+        try:
+            ids = list(dict.fromkeys(int(part) for part in value.replace(" ", "").split(",") if part))
+        except ValueError:
+            raise forms.ValidationError("run ids separated by commas, e.g. 12,13,14") from None
+        found = Run.objects.in_bulk(ids)
+        missing = [str(pk) for pk in ids if pk not in found]
+        if missing:
+            raise forms.ValidationError(f"no run {', '.join(missing)}")
+        return [found[pk] for pk in ids]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

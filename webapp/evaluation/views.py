@@ -92,7 +92,10 @@ def _comparison(request: HttpRequest, form: CompareForm) -> dict[str, object]:
     page = Paginator(shown, COMPARE_PAGE_SIZE).get_page(request.GET.get("page"))
     chosen_key = form.cleaned_data.get("q") or ""
     chosen = next((q for q in questions if q.key == chosen_key), None)
-    base_query = urlencode({"a": run_a.pk, "b": run_b.pk, "metric": metric})
+    more = ",".join(str(r.pk) for r in form.cleaned_data.get("runs") or [])
+    base_query = urlencode(
+        {"a": run_a.pk, "b": run_b.pk, "metric": metric, **({"runs": more} if more else {})}
+    )
     return {
         "run_a": run_a,
         "run_b": run_b,
@@ -111,4 +114,76 @@ def _comparison(request: HttpRequest, form: CompareForm) -> dict[str, object]:
         "pair": compare_selectors.trajectory_pair(question=chosen) if chosen else None,
         "base_query": base_query,
         "list_query": f"{base_query}&{urlencode({'bucket': bucket})}" if bucket else base_query,
+        **_many_runs(form, metric),
     }
+
+
+def _many_runs(form: CompareForm, metric: str) -> dict[str, object]:
+    """A, B and the ``runs`` list: each run's summary, its paired-bootstrap difference from A on the questions both
+    answered, and the training curves (OSR, average searches per step) of the runs that were trained."""
+    run_a, run_b = form.cleaned_data["a"], form.cleaned_data["b"]
+    extra = [r for r in form.cleaned_data.get("runs") or [] if r.pk not in (run_a.pk, run_b.pk)]
+    runs = [run_a, run_b, *extra]
+    runs_param = ",".join(str(r.pk) for r in extra)
+    rows = []
+    for run in runs:
+        sides = list(compare_selectors.latest_sides(run_id=run.pk, metric=metric).values())
+        differences = (
+            None
+            if run.pk == run_a.pk
+            else compare_selectors.paired_differences(baseline_run_id=run_a.pk, run_id=run.pk)
+        )
+        rows.append(
+            {
+                "run": run,
+                "summary": compare_selectors.run_summary(run_id=run.pk, sides=sides),
+                "differences": [
+                    {
+                        "metric": d.metric,
+                        "cell": _delta(d.difference, d.metric),
+                        "interval": f"[{_delta(d.low, d.metric)}, {_delta(d.high, d.metric)}]"
+                        if d.low is not None and d.high is not None
+                        else "—",
+                        "excludes_zero": d.excludes_zero,
+                    }
+                    for d in differences.values()
+                ]
+                if differences
+                else None,
+                "n_pairs": next(iter(differences.values())).n_pairs if differences else None,
+                "pair_query": urlencode(
+                    {
+                        "a": run_a.pk,
+                        "b": run.pk,
+                        "metric": metric,
+                        **({"runs": runs_param} if runs_param else {}),
+                    }
+                )
+                if run.pk != run_a.pk
+                else "",
+            }
+        )
+    return {
+        "many_runs": rows,
+        "difference_titles": [DIFFERENCE_TITLES[m] for m in DIFFERENCE_TITLES],
+        "curves": compare_selectors.training_curves(runs),
+        "runs_param": runs_param,
+    }
+
+
+DIFFERENCE_TITLES = {
+    "cem": "ΔCEM",
+    "em": "ΔEM",
+    "f1": "ΔF1",
+    "average_searches": "Δ#Search",
+    "osr": "ΔOSR",
+    "usr": "ΔUSR",
+    "format_ok_rate": "ΔFormat",
+}
+
+
+def _delta(value: float | None, metric: str) -> str:
+    """Percentage points for rates, searches as they are."""
+    if value is None:
+        return "—"
+    return f"{value:+.2f}" if metric == "average_searches" else f"{100 * value:+.1f}"

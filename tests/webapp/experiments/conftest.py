@@ -1,0 +1,122 @@
+"""An experiment without models or a trainer: scripted policies answer in each method's format, a keyword searcher
+stands in for the index, and a fake supervisor "trains" by writing a model folder and two metric curves.
+
+The real thing (the tiny model, a BM25 index, ``python -m trainer.train`` as a subprocess) runs in the slow test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from tests.agent.conftest import PASSAGES, KeywordSearcher, ScriptedBackend
+from tests.agent.test_rollout import search_r1_policy
+from tests.webapp.evaluation.conftest import hiprag_two_steps
+from webapp.corpora.models import Corpus, Index
+from webapp.evaluation import components
+from webapp.experiments import services
+from webapp.experiments.specs import ExperimentSpec, JudgeChoice
+from webapp.runs.models import MetricPoint, Run
+from webapp.runs.services import run_mark_finished, run_mark_started
+
+QUESTIONS = [
+    {
+        "id": f"q{i}",
+        "question": f"What is the capital of France ({i})?",
+        "golden_answers": ["Paris"],
+        "metadata": {"split": "train" if i < 4 else "test", "supporting_titles": ["Paris"]},
+    }
+    for i in range(8)
+]
+
+
+def any_method(text: str) -> str:
+    """HiPRAG's two steps in HiPRAG's prompt, Search-R1's search-then-answer in the others."""
+    return hiprag_two_steps(text) if "<reasoning>" in text else search_r1_policy(text)
+
+
+@pytest.fixture
+def question_file(tmp_path: Path) -> Path:
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    return path
+
+
+@pytest.fixture
+def index(db: Any, tmp_path: Path) -> Index:
+    corpus = Corpus.objects.create(name="keywords")
+    return Index.objects.create(corpus=corpus, name="bm25", kind="bm25", path=str(tmp_path), status="ready")
+
+
+@pytest.fixture
+def start_model(tmp_path: Path) -> Path:
+    folder = tmp_path / "start"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+@pytest.fixture
+def fake_stages(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path) -> dict[str, Any]:
+    """Scripted evaluation components and a fake supervisor; ``state["interrupt"]`` names a method whose training
+    is interrupted (KeyboardInterrupt) once, ``state["trained"]`` lists the train runs supervised."""
+    settings.TRAINING_RUNS_DIR = tmp_path / "runs"
+    settings.EXPERIMENTS_DIR = tmp_path / "experiments"
+    searcher = KeywordSearcher(PASSAGES)
+    monkeypatch.setattr(components, "build_backend", lambda spec: ScriptedBackend(any_method))
+    monkeypatch.setattr(components, "build_searcher", lambda spec: searcher)
+    state: dict[str, Any] = {"interrupt": None, "trained": []}
+
+    def supervise(run_id: int, **options: object) -> str:
+        run = run_mark_started(run_id=run_id)
+        state["trained"].append(run_id)
+        if state["interrupt"] == run.method:
+            state["interrupt"] = None
+            raise KeyboardInterrupt
+        output = Path(run.config["output_dir"])
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "config.json").write_text("{}")
+        for step in (1, 2):
+            for key, value in (("osr", 0.5 / step), ("searches/mean", 2.0 / step)):
+                MetricPoint.objects.create(run=run, step=step, key=key, value=value, wall_time=timezone.now())
+        return run_mark_finished(run_id=run_id).status
+
+    monkeypatch.setattr("webapp.training.supervisor.supervise", supervise)
+    return state
+
+
+@pytest.fixture
+def make_spec(
+    question_file: Path, index: Index, start_model: Path, fake_stages: dict[str, Any]
+) -> Callable[..., ExperimentSpec]:
+    def make(**overrides: Any) -> ExperimentSpec:
+        rows = services.read_question_file(question_file)
+        values: dict[str, Any] = {
+            "methods": ("search_r1", "hiprag"),
+            "baseline": "search_r1",
+            "model": str(start_model),
+            "train_dataset_id": services.experiment_dataset(
+                rows=services.select_rows(rows, split="train"), label="train"
+            ).pk,
+            "eval_dataset_id": services.experiment_dataset(
+                rows=services.select_rows(rows, split="test"), label="eval"
+            ).pk,
+            "index_id": index.pk,
+            "judge": JudgeChoice("evidence"),
+            "steps": 2,
+            "num_generations": 2,
+            "batch_size": 2,
+            "resamples": 200,
+            **overrides,
+        }
+        return ExperimentSpec(**values)
+
+    return make
+
+
+__all__ = ["QUESTIONS", "Run"]

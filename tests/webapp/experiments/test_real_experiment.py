@@ -1,0 +1,103 @@
+"""A real 1-step experiment: the tiny random model, a BM25 index, ``python -m trainer.train`` as a subprocess under
+the project's supervisor, real evaluations with the transformers backend — then the stored runs and the table."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.management import call_command
+
+from retrieval.index import IndexConfig, build_index
+from webapp.experiments.models import Experiment
+from webapp.runs.models import MetricPoint, Run
+from webapp.trajectories.models import Trajectory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+N_PASSAGES = 200
+
+
+@pytest.fixture
+def shared_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """The first passages of wiki_multihop's corpus (the demo's without the shared data) and a BM25 index of them;
+    questions in the shared file's format, with metadata.split."""
+    source = Path(django_settings.SHARED_DIR) / "data" / "wiki_multihop" / "corpus.jsonl"
+    if not source.exists():
+        source = Path(django_settings.BASE_DIR) / "demo" / "corpus.jsonl"
+    corpus = tmp_path / "corpus.jsonl"
+    with source.open(encoding="utf-8") as rows, corpus.open("w", encoding="utf-8") as out:
+        for number, line in enumerate(rows):
+            if number == N_PASSAGES:
+                break
+            out.write(line)
+    build_index(corpus, tmp_path / "bm25", IndexConfig(kind="bm25"))
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": f"Which city is the capital of country number {i}?",
+                    "golden_answers": ["Paris"],
+                    "metadata": {"split": "train" if i < 3 else "test", "supporting_titles": ["Paris"]},
+                }
+            )
+            + "\n"
+            for i in range(6)
+        )
+    )
+    return questions, tmp_path / "bm25"
+
+
+def test_a_one_step_experiment_with_the_tiny_model(
+    shared_inputs: tuple[Path, Path], settings: Any, tmp_path: Path
+) -> None:
+    settings.TRAINING_RUNS_DIR = tmp_path / "runs"
+    settings.EXPERIMENTS_DIR = tmp_path / "experiments"
+    questions, index = shared_inputs
+    out, err = StringIO(), StringIO()
+
+    call_command(
+        "experiment",
+        *("--model", "tiny-random", "--index", str(index), "--steps", "1", "--seed", "1"),
+        *("--train-questions", str(questions), "--train-split", "train", "--train-limit", "2"),
+        *("--eval-questions", str(questions), "--eval-split", "test", "--eval-limit", "2"),
+        *("--num-generations", "2", "--batch-size", "2", "--max-completion-length", "96"),
+        *(
+            "--max-turns",
+            "1",
+            "--max-turn-tokens",
+            "12",
+            "--max-rollout-tokens",
+            "64",
+            "--max-obs-tokens",
+            "16",
+        ),
+        *("--resamples", "50", "--eval-batch-size", "2"),
+        stdout=out,
+        stderr=err,
+    )
+
+    experiment = Experiment.objects.get()
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error + err.getvalue()
+    links = {(link.role, link.method): link.run for link in experiment.links.select_related("run")}
+    assert len(links) == 6 and all(run.status == Run.Status.FINISHED for run in links.values())
+    start = Path(settings.EXPERIMENTS_DIR) / str(experiment.pk) / "start-model"
+    for method in ("search_r1", "hiprag"):
+        train = links[("train", method)]
+        assert train.model_name == str(start) and train.config["training"]["max_steps"] == 1
+        assert MetricPoint.objects.filter(run=train, step=1, key="searches/mean").exists()
+        assert (Path(train.config["output_dir"]) / "config.json").is_file()
+        for role in ("start_eval", "eval"):
+            assert Trajectory.objects.filter(run=links[(role, method)]).count() == 2
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("judge: evidence — heuristic")
+    assert lines[1].split()[:4] == ["Model", "Run", "Steps", "N"]
+    table = {line.split("#")[0].strip(): line.split() for line in lines[3:7]}
+    assert set(table) == {"start · search_r1", "trained · search_r1", "start · hiprag", "trained · hiprag"}
+    assert table["trained · hiprag"][4:6] == ["1", "2"] and table["start · hiprag"][4:6] == ["0", "2"]
+    assert "hiprag − search_r1 (trained): runs" in out.getvalue() and "2 paired questions" in out.getvalue()

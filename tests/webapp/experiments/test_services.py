@@ -1,0 +1,246 @@
+"""Experiments end to end with scripted stages: linked runs, the table, resuming, inputs."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from webapp.corpora.models import Index
+from webapp.experiments import services
+from webapp.experiments.models import Experiment, ExperimentRun
+from webapp.experiments.specs import ExperimentConfigError, JudgeChoice
+from webapp.runs.models import Run
+from webapp.trajectories.models import JudgeVerdict
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_trains_every_method_from_the_same_start_and_evaluates_every_model(
+    make_spec: Any, fake_stages: dict[str, Any], start_model: Path
+) -> None:
+    spec = make_spec()
+    experiment = services.experiment_create(user=None, spec=spec, enqueue=False)
+
+    experiment = services.experiment_execute(experiment_id=experiment.pk)
+
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error
+    links = list(experiment.links.order_by("position").select_related("run"))
+    assert [(link.role, link.method) for link in links] == [
+        ("start_eval", "search_r1"),
+        ("start_eval", "hiprag"),
+        ("train", "search_r1"),
+        ("eval", "search_r1"),
+        ("train", "hiprag"),
+        ("eval", "hiprag"),
+    ]
+    assert all(link.run.status == Run.Status.FINISHED and link.attempts == 1 for link in links)
+    by = {(link.role, link.method): link.run for link in links}
+    # Same start, same questions, same seed for every method; each trained model is what was evaluated.
+    for method in ("search_r1", "hiprag"):
+        train = by[("train", method)]
+        assert train.model_name == str(start_model) and by[("start_eval", method)].model_name == str(
+            start_model
+        )
+        assert train.config["training"]["seed"] == spec.seed and train.dataset_id == spec.train_dataset_id
+        assert train.config["rollout"]["options"]["judge"] == "evidence"
+        assert by[("eval", method)].model_name == train.config["output_dir"]
+        assert by[("eval", method)].config["dataset_ids"] == [spec.eval_dataset_id]
+    assert by[("eval", "hiprag")].base_run_id == by[("eval", "search_r1")].pk
+    assert by[("eval", "search_r1")].base_run_id == by[("start_eval", "search_r1")].pk
+    # The evidence judge measures Search-R1's over-search too (HiPRAG reports the baseline's OSR).
+    assert JudgeVerdict.objects.filter(
+        trajectory__run=by[("eval", "search_r1")], detector="over_search", judge_model="evidence-heuristic"
+    ).exists()
+
+    result = experiment.result
+    assert [row["label"] for row in result["rows"]] == [
+        "start · search_r1",
+        "trained · search_r1",
+        "start · hiprag",
+        "trained · hiprag",
+    ]
+    assert all(row["n"] == 4 for row in result["rows"])
+    hiprag_row = result["rows"][3]
+    assert (
+        hiprag_row["cem"] == 1.0 and hiprag_row["average_searches"] == 1.0 and hiprag_row["osr"] is not None
+    )
+    labels = [d["label"] for d in result["differences"]]
+    assert labels == ["hiprag − search_r1 (trained)", "search_r1: trained − start", "hiprag: trained − start"]
+    first = result["differences"][0]
+    assert first["n_pairs"] == 4 and [m["metric"] for m in first["metrics"]][:3] == ["cem", "em", "f1"]
+    searches = next(m for m in first["metrics"] if m["metric"] == "average_searches")
+    assert searches["difference"] == 0.0 and searches["low"] == searches["high"] == 0.0
+    assert result["judge"].startswith("evidence — heuristic")
+
+
+def test_a_killed_experiment_resumes_where_it_stopped(make_spec: Any, fake_stages: dict[str, Any]) -> None:
+    experiment = services.experiment_create(user=None, spec=make_spec(), enqueue=False)
+    fake_stages["interrupt"] = "hiprag"
+
+    with pytest.raises(KeyboardInterrupt):
+        services.experiment_execute(experiment_id=experiment.pk)
+
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.FAILED and "interrupted" in experiment.error
+    before = {(link.role, link.method): link.run_id for link in experiment.links.all()}
+    interrupted = Run.objects.get(pk=before[("train", "hiprag")])
+    assert interrupted.status == Run.Status.RUNNING  # what a killed process leaves behind
+
+    out = StringIO()
+    call_command("experiment", "--resume", str(experiment.pk), stdout=out, stderr=StringIO())
+
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.FINISHED
+    after = {(link.role, link.method): link for link in experiment.links.select_related("run")}
+    for stage in (
+        ("start_eval", "search_r1"),
+        ("start_eval", "hiprag"),
+        ("train", "search_r1"),
+        ("eval", "search_r1"),
+    ):
+        assert after[stage].run_id == before[stage] and after[stage].attempts == 1  # reused, not rerun
+    restarted = after[("train", "hiprag")]
+    assert restarted.run_id != interrupted.pk and restarted.attempts == 2
+    interrupted.refresh_from_db()
+    assert interrupted.status == Run.Status.CRASHED and f"experiment #{experiment.pk}" in interrupted.error
+    assert fake_stages["trained"] == [before[("train", "search_r1")], interrupted.pk, restarted.run_id]
+    assert "hiprag − search_r1 (trained)" in out.getvalue()
+
+
+def test_a_live_experiment_is_not_executed_twice(make_spec: Any) -> None:
+    experiment = services.experiment_create(user=None, spec=make_spec(), enqueue=False)
+    Experiment.objects.filter(pk=experiment.pk).update(
+        status="running", pid=1, hostname=services.socket.gethostname()
+    )
+    with pytest.raises(services.ExperimentBusy, match="process 1"):
+        services.experiment_execute(experiment_id=experiment.pk)
+
+
+def test_the_command_builds_the_experiment_from_files_and_prints_the_table(
+    question_file: Path, index: Index, start_model: Path, fake_stages: dict[str, Any], tmp_path: Path
+) -> None:
+    out, err = StringIO(), StringIO()
+    call_command(
+        "experiment",
+        *("--model", str(start_model), "--train-questions", str(question_file), "--train-split", "train"),
+        *("--eval-questions", str(question_file), "--eval-split", "test", "--eval-limit", "3"),
+        *("--index-id", str(index.pk), "--steps", "1", "--num-generations", "2", "--batch-size", "2"),
+        *("--resamples", "100", "--seed", "3"),
+        stdout=out,
+        stderr=err,
+    )
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert lines[0] == "judge: evidence — heuristic (scoring.judging.evidence, no LLM)"
+    assert lines[1].split()[:12] == [
+        "Model", "Run", "Steps", "N", "CEM", "EM", "F1", "#Search", "OSR", "USR", "Format", "%"
+    ]  # fmt: skip
+    rows = [line for line in lines[3:7]]
+    assert [r.split("#")[0].strip() for r in rows] == [
+        "start · search_r1",
+        "trained · search_r1",
+        "start · hiprag",
+        "trained · hiprag",
+    ]
+    assert rows[3].split()[4:6] == ["1", "3"]  # steps, N
+    assert "hiprag − search_r1 (trained):" in text and "3 paired questions" in text
+    osr_line = next(
+        line for line in text.split("hiprag − search_r1 (trained):")[1].splitlines() if line.startswith("OSR")
+    )
+    assert len(osr_line.split()) >= 5  # baseline, method, diff, CI
+    assert "resume with" not in text and "--resume" in err.getvalue()
+    experiment = Experiment.objects.get()
+    assert experiment.spec["seed"] == 3 and experiment.spec["steps"] == 1
+    assert Run.objects.filter(kind="train").count() == 2 and Run.objects.filter(kind="eval").count() == 4
+
+
+def test_the_command_names_the_option_at_fault(
+    question_file: Path, index: Index, settings: Any, tmp_path: Path
+) -> None:
+    from django.core.management import CommandError
+
+    settings.VAR_DIR = tmp_path  # no warm start there
+    with pytest.raises(CommandError, match="--model: the warm-started SmolLM2 is not at"):
+        call_command(
+            "experiment", "--train-questions", str(question_file), "--eval-questions", str(question_file)
+        )
+    with pytest.raises(
+        CommandError, match="--train-questions: give --train-questions FILE or --train-dataset"
+    ):
+        call_command("experiment", "--model", "tiny-random")
+    with pytest.raises(CommandError, match="--eval: no question left"):
+        call_command(
+            "experiment", "--model", "tiny-random", "--train-questions", str(question_file),
+            "--eval-questions", str(question_file), "--eval-split", "nope", "--index-id", str(index.pk),
+        )  # fmt: skip
+    with pytest.raises(CommandError, match="--methods: unknown method 'hiprog'"):
+        call_command(
+            "experiment", "--model", "tiny-random", "--methods", "search_r1,hiprog",
+            "--train-questions", str(question_file), "--eval-questions", str(question_file),
+            "--index-id", str(index.pk),
+        )  # fmt: skip
+
+
+def test_the_command_has_help() -> None:
+    from webapp.experiments.management.commands.experiment import Command
+
+    text = Command().create_parser("manage.py", "experiment").format_help()
+    for option in ("--train-questions", "--eval-questions", "--train-limit", "--eval-limit", "--index", "--judge",
+                   "--steps", "--seed", "--model", "--methods", "--resume", "--max-turns"):  # fmt: skip
+        assert option in text
+
+
+def test_inputs_select_reuse_and_refuse(question_file: Path, settings: Any, tmp_path: Path) -> None:
+    settings.EXPERIMENTS_DIR = tmp_path / "experiments"
+    rows = services.read_question_file(question_file)
+    chosen = services.select_rows(rows, split="test", limit=2)
+    assert [r["id"] for r in chosen] == ["q4", "q5"]
+    first = services.experiment_dataset(rows=chosen, label="eval")
+    assert services.experiment_dataset(rows=chosen, label="eval").pk == first.pk  # the same selection, reused
+    assert first.question_count == 2 and first.questions.first().metadata["supporting_titles"] == ["Paris"]
+    assert services.dataset_rows(first)[0]["question"] == chosen[0]["question"]
+    with pytest.raises(ExperimentConfigError, match="no question left"):
+        services.experiment_dataset(rows=[], label="train")
+    assert services.judge_choice("http://judge/v1", model="m").kind == "openai"
+    with pytest.raises(ExperimentConfigError, match="judge"):
+        services.judge_choice("ftp://x")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "x"}\n')
+    with pytest.raises(ExperimentConfigError, match=r"bad\.jsonl:1"):
+        services.read_question_file(bad)
+
+
+def test_an_index_folder_is_registered_once(db: Any, tmp_path: Path) -> None:
+    from retrieval.index import IndexConfig, build_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": str(i), "contents": f'"T{i}"\nText {i} about Paris'}) + "\n" for i in range(5)
+        )
+    )
+    build_index(corpus, tmp_path / "bm25", IndexConfig(kind="bm25"))
+    index = services.index_for_folder(tmp_path / "bm25")
+    assert (index.kind, index.status, index.path) == ("bm25", "ready", str((tmp_path / "bm25").resolve()))
+    assert index.corpus.source_path.endswith("corpus.jsonl")
+    assert services.index_for_folder(tmp_path / "bm25").pk == index.pk
+    with pytest.raises(ExperimentConfigError, match="index"):
+        services.index_for_folder(tmp_path / "nothing")
+
+
+def test_the_spec_is_checked(make_spec: Any) -> None:
+    with pytest.raises(ExperimentConfigError, match="baseline"):
+        services.experiment_create(user=None, spec=make_spec(baseline="autosearch"), enqueue=False)
+    with pytest.raises(ExperimentConfigError, match="needs an LLM judge"):
+        services.experiment_create(
+            user=None, spec=make_spec(methods=("search_r1", "tiresrag")), enqueue=False
+        )
+    with pytest.raises(ExperimentConfigError, match=r"multiple of training\.num_generations"):
+        services.experiment_create(user=None, spec=make_spec(batch_size=3), enqueue=False)
+    assert services.experiment_create(user=None, spec=make_spec(judge=JudgeChoice("none")), enqueue=False).pk
+    assert ExperimentRun.objects.count() == 0

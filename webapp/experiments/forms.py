@@ -1,0 +1,123 @@
+"""Start an experiment from the browser: the same choices as ``manage.py experiment``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from trainer.config import ALGORITHMS
+from webapp.corpora.models import Index
+from webapp.datasets.models import Dataset
+from webapp.experiments.specs import DEFAULT_BASELINE, DEFAULT_METHODS, ExperimentSpec
+from webapp.runs.models import Method
+
+_D = ExperimentSpec(
+    methods=DEFAULT_METHODS,
+    baseline=DEFAULT_BASELINE,
+    model="",
+    train_dataset_id=0,
+    eval_dataset_id=0,
+    index_id=0,
+)
+BUDGETS = (
+    "steps",
+    "seed",
+    "algorithm",
+    "learning_rate",
+    "num_generations",
+    "batch_size",
+    "trainable_layers",
+    "max_turns",
+    "max_turn_tokens",
+    "max_rollout_tokens",
+    "max_obs_tokens",
+    "topk",
+    "eval_batch_size",
+    "resamples",
+)
+
+
+class ExperimentForm(forms.Form):
+    name = forms.CharField(max_length=200, required=False, help_text="Empty: the methods, steps and seed.")
+    methods = forms.MultipleChoiceField(
+        choices=Method.choices, initial=list(DEFAULT_METHODS), widget=forms.CheckboxSelectMultiple
+    )
+    baseline = forms.ChoiceField(
+        choices=Method.choices, initial=DEFAULT_BASELINE, help_text="Differences are method minus this."
+    )
+    model_path = forms.CharField(
+        label="start policy",
+        max_length=1000,
+        required=False,
+        widget=forms.TextInput(attrs={"list": "known-models"}),
+        help_text="Every method trains from it. Empty: the warm-started SmolLM2 (VAR_DIR/models/"
+        "SmolLM2-135M-Instruct-warm); 'tiny-random' for a smoke test.",
+    )
+    train_dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.order_by("name"), label="training questions"
+    )
+    train_split = forms.CharField(
+        required=False, initial="train", help_text="metadata.split prefix; empty: all"
+    )
+    train_limit = forms.IntegerField(min_value=0, initial=64, help_text="The first N; 0: all.")
+    eval_dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.order_by("name"), label="held-out questions"
+    )
+    eval_split = forms.CharField(
+        required=False, initial="test", help_text="metadata.split prefix; empty: all"
+    )
+    eval_limit = forms.IntegerField(min_value=0, initial=100, help_text="The first N; 0: all.")
+    index = forms.ModelChoiceField(
+        queryset=Index.objects.filter(status=Index.Status.READY).select_related("corpus").order_by("name")
+    )
+    judge = forms.ChoiceField(
+        choices=(
+            ("evidence", "evidence — heuristic, no LLM (HiPRAG's detectors from supporting passages)"),
+            ("none", "none"),
+            ("policy", "policy judges itself (CPU demo only)"),
+            ("endpoint", "OpenAI-compatible endpoint"),
+        ),
+        initial="evidence",
+    )
+    judge_base_url = forms.URLField(required=False, label="judge base URL", assume_scheme="https")
+    judge_model = forms.CharField(required=False, max_length=300)
+    judge_api_key_env = forms.CharField(required=False, max_length=100, label="judge API key variable")
+    steps = forms.IntegerField(min_value=1, initial=_D.steps)
+    seed = forms.IntegerField(min_value=0, initial=_D.seed)
+    algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in ALGORITHMS], initial=_D.algorithm)
+    learning_rate = forms.FloatField(initial=_D.learning_rate)
+    num_generations = forms.IntegerField(min_value=2, initial=_D.num_generations)
+    batch_size = forms.IntegerField(min_value=1, initial=_D.batch_size, help_text="Rollouts per step.")
+    trainable_layers = forms.IntegerField(min_value=0, initial=_D.trainable_layers)
+    max_turns = forms.IntegerField(min_value=0, initial=_D.max_turns, label="turn budget")
+    max_turn_tokens = forms.IntegerField(min_value=1, initial=_D.max_turn_tokens, label="tokens per turn")
+    max_rollout_tokens = forms.IntegerField(
+        min_value=0, initial=_D.max_rollout_tokens, label="tokens per rollout"
+    )
+    max_obs_tokens = forms.IntegerField(
+        min_value=1, initial=_D.max_obs_tokens, label="retrieved tokens per search"
+    )
+    topk = forms.IntegerField(min_value=1, initial=_D.topk, label="passages per search")
+    eval_batch_size = forms.IntegerField(min_value=1, initial=_D.eval_batch_size)
+    resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from webapp.training.config import available_models
+
+        self.known_models = available_models()
+        index = self.fields["index"].queryset.order_by("-pk").first()  # type: ignore[attr-defined]
+        if index is not None:
+            self.fields["index"].initial = index.pk
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("judge") == "endpoint":
+            for name in ("judge_base_url", "judge_model"):
+                if not cleaned.get(name) and name not in self.errors:
+                    self.add_error(name, "Required for an endpoint judge.")
+        methods = cleaned.get("methods") or []
+        if methods and cleaned.get("baseline") and cleaned["baseline"] not in methods:
+            self.add_error("baseline", "Choose one of the methods.")
+        return cleaned

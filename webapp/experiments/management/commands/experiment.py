@@ -1,0 +1,250 @@
+"""``python manage.py experiment``: train every method from the same start, evaluate every model on the same held-out
+questions, print the papers' table with paired-bootstrap differences from the baseline (docs/experiment.md)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from trainer.config import ALGORITHMS
+from webapp.corpora.models import Index
+from webapp.datasets.models import Dataset
+from webapp.evaluation.specs import EvaluationConfigError
+from webapp.experiments import services
+from webapp.experiments.models import Experiment
+from webapp.experiments.reporting import result_text
+from webapp.experiments.specs import (
+    DEFAULT_BASELINE,
+    DEFAULT_METHODS,
+    ExperimentConfigError,
+    ExperimentSpec,
+)
+
+_D = ExperimentSpec(
+    methods=DEFAULT_METHODS,
+    baseline=DEFAULT_BASELINE,
+    model="",
+    train_dataset_id=0,
+    eval_dataset_id=0,
+    index_id=0,
+)  # the defaults, for --help
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds the supervisor, which kills its trainer before it goes
+
+
+class Command(BaseCommand):
+    help = (
+        "Train every method (default search_r1,hiprag) from the same start model with the same questions, data "
+        "order and seed; evaluate the start model and every trained model on the same held-out questions; store "
+        "it all as linked runs and print the papers' table with paired-bootstrap 95% intervals of each "
+        "method-minus-baseline difference. Resume a stopped experiment with --resume ID."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--resume", type=int, metavar="ID", help="continue experiment ID (other options ignored)"
+        )
+        parser.add_argument(
+            "--methods", default=",".join(DEFAULT_METHODS), help="comma-separated reward methods"
+        )
+        parser.add_argument(
+            "--baseline",
+            default="",
+            help=f"the method differences are taken from (default {DEFAULT_BASELINE})",
+        )
+        parser.add_argument(
+            "--model",
+            default="",
+            help="start policy folder (default: VAR_DIR/models/SmolLM2-135M-Instruct-warm), or 'tiny-random'",
+        )
+        train = parser.add_mutually_exclusive_group(required=False)
+        train.add_argument("--train-questions", metavar="FILE", help="FlashRAG JSONL of training questions")
+        train.add_argument("--train-dataset", metavar="NAME", help="a stored dataset to train on")
+        parser.add_argument(
+            "--train-split", default="", help="only rows whose metadata.split starts with this"
+        )
+        parser.add_argument(
+            "--train-limit", type=int, default=0, help="the first N training questions (0: all)"
+        )
+        evaluation = parser.add_mutually_exclusive_group(required=False)
+        evaluation.add_argument(
+            "--eval-questions", metavar="FILE", help="FlashRAG JSONL of held-out questions"
+        )
+        evaluation.add_argument(
+            "--eval-dataset", metavar="NAME", help="a stored dataset of held-out questions"
+        )
+        parser.add_argument(
+            "--eval-split", default="", help="only rows whose metadata.split starts with this"
+        )
+        parser.add_argument(
+            "--eval-limit", type=int, default=0, help="the first N held-out questions (0: all)"
+        )
+        index = parser.add_mutually_exclusive_group(required=False)
+        index.add_argument("--index", metavar="PATH", help="an index folder (retrieval.index.build_index)")
+        index.add_argument("--index-id", type=int, help="a ready Index row")
+        parser.add_argument(
+            "--judge",
+            default="evidence",
+            help="evidence (heuristic, no LLM; the default), none, policy, or an OpenAI-compatible base URL",
+        )
+        parser.add_argument("--judge-model", default="", help="model name at the judge URL")
+        parser.add_argument(
+            "--judge-key-env", default="", help="NAME of the variable holding the judge's key"
+        )
+        parser.add_argument("--steps", type=int, default=_D.steps, help="optimizer steps per method")
+        parser.add_argument("--seed", type=int, default=_D.seed, help="training, sampling and bootstrap seed")
+        parser.add_argument("--algorithm", choices=ALGORITHMS, default=_D.algorithm)
+        parser.add_argument("--learning-rate", type=float, default=_D.learning_rate)
+        parser.add_argument(
+            "--num-generations", type=int, default=_D.num_generations, help="rollouts per question"
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=_D.batch_size,
+            help="rollouts per step (a multiple of generations)",
+        )
+        parser.add_argument("--max-completion-length", type=int, default=_D.max_completion_length)
+        parser.add_argument(
+            "--trainable-layers",
+            type=int,
+            default=_D.trainable_layers,
+            help="train the top N layers (0: all)",
+        )
+        parser.add_argument("--temperature", type=float, default=_D.temperature, help="training sampling")
+        parser.add_argument(
+            "--max-turns", type=int, default=_D.max_turns, help="turn budget (train and eval)"
+        )
+        parser.add_argument("--max-turn-tokens", type=int, default=_D.max_turn_tokens, help="tokens per turn")
+        parser.add_argument(
+            "--max-rollout-tokens", type=int, default=_D.max_rollout_tokens, help="model + retrieved tokens"
+        )
+        parser.add_argument(
+            "--max-obs-tokens", type=int, default=_D.max_obs_tokens, help="retrieved per search"
+        )
+        parser.add_argument("--topk", type=int, default=_D.topk, help="passages per search")
+        parser.add_argument(
+            "--sample-every", type=int, default=_D.sample_every, help="store samples every N steps"
+        )
+        parser.add_argument("--eval-batch-size", type=int, default=_D.eval_batch_size)
+        parser.add_argument("--resamples", type=int, default=_D.resamples, help="bootstrap resamples")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--user", default="", help="username recorded as the creator")
+        parser.add_argument(
+            "--json", action="store_true", help="print the result as JSON instead of the table"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        signal.signal(signal.SIGTERM, _interrupt)
+        if options["resume"] is not None:
+            experiment = Experiment.objects.filter(pk=options["resume"]).first()
+            if experiment is None:
+                raise CommandError(f"--resume: no experiment {options['resume']}")
+        else:
+            experiment = self._create(options)
+        self.stderr.write(
+            f"experiment #{experiment.pk} ({experiment.name}); if it stops, continue it with: "
+            f"python manage.py experiment --resume {experiment.pk}"
+        )
+        try:
+            experiment = services.experiment_execute(experiment_id=experiment.pk, say=self.stderr.write)
+        except services.ExperimentBusy as exc:
+            raise CommandError(str(exc)) from None
+        result = experiment.result or {}
+        if options["json"]:
+            self.stdout.write(json.dumps(result, indent=2))
+        else:
+            self.stdout.write(result_text(result))
+        if experiment.status != Experiment.Status.FINISHED:
+            raise CommandError(
+                f"experiment #{experiment.pk} {experiment.status}: {experiment.error}; "
+                f"continue it with --resume {experiment.pk}"
+            )
+
+    def _create(self, options: dict[str, Any]) -> Experiment:
+        user = None
+        if options["user"]:
+            user = get_user_model().objects.filter(username=options["user"]).first()
+            if user is None:
+                raise CommandError(f"--user: no user named {options['user']!r}")
+        try:
+            methods = tuple(m.strip() for m in options["methods"].split(",") if m.strip())
+            baseline = options["baseline"] or (
+                DEFAULT_BASELINE if DEFAULT_BASELINE in methods or not methods else methods[0]
+            )
+            model = services.resolve_model(options["model"] or None)
+            train = self._questions(options, "train")
+            held_out = self._questions(options, "eval")
+            overlap = {q["question"] for q in train} & {q["question"] for q in held_out}
+            if overlap:
+                self.stderr.write(f"warning: {len(overlap)} held-out question(s) are also training questions")
+            index = self._index(options)
+            judge = services.judge_choice(
+                options["judge"], model=options["judge_model"], api_key_env=options["judge_key_env"]
+            )
+            spec = ExperimentSpec(
+                methods=methods,
+                baseline=baseline,
+                model=model,
+                train_dataset_id=services.experiment_dataset(rows=train, label="train").pk,
+                eval_dataset_id=services.experiment_dataset(rows=held_out, label="eval").pk,
+                index_id=index.pk,
+                judge=judge,
+                **{
+                    name: options[name]
+                    for name in (
+                        "steps",
+                        "seed",
+                        "algorithm",
+                        "learning_rate",
+                        "num_generations",
+                        "batch_size",
+                        "max_completion_length",
+                        "trainable_layers",
+                        "temperature",
+                        "max_turns",
+                        "max_turn_tokens",
+                        "max_rollout_tokens",
+                        "max_obs_tokens",
+                        "topk",
+                        "sample_every",
+                        "eval_batch_size",
+                        "resamples",
+                    )
+                },
+            )
+            services.training_config_check(spec)
+            return services.experiment_create(user=user, spec=spec, name=options["name"], enqueue=False)
+        except (ExperimentConfigError, EvaluationConfigError) as exc:
+            raise CommandError(f"--{exc.field.replace('_', '-')}: {exc.message}") from None
+
+    def _questions(self, options: dict[str, Any], which: str) -> list[dict[str, Any]]:
+        path, name = options[f"{which}_questions"], options[f"{which}_dataset"]
+        if path:
+            rows = services.read_question_file(path)
+        elif name:
+            dataset = Dataset.objects.filter(name=name).first()
+            if dataset is None:
+                raise ExperimentConfigError(f"{which}_dataset", f"no dataset named {name!r}")
+            rows = services.dataset_rows(dataset)
+        else:
+            raise ExperimentConfigError(
+                f"{which}_questions", f"give --{which}-questions FILE or --{which}-dataset NAME"
+            )
+        return services.select_rows(rows, split=options[f"{which}_split"], limit=options[f"{which}_limit"])
+
+    def _index(self, options: dict[str, Any]) -> Index:
+        if options["index"]:
+            return services.index_for_folder(options["index"])
+        if options["index_id"] is not None:
+            index = Index.objects.filter(pk=options["index_id"], status=Index.Status.READY).first()
+            if index is None:
+                raise ExperimentConfigError("index_id", f"no ready index {options['index_id']}")
+            return index
+        raise ExperimentConfigError("index", "give --index PATH (an index folder) or --index-id ID")

@@ -1,0 +1,117 @@
+"""HTML pages: the experiments and a form to start one, an experiment's stages and table, resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from webapp.evaluation.specs import EvaluationConfigError
+from webapp.experiments import selectors, services
+from webapp.experiments.forms import BUDGETS, ExperimentForm
+from webapp.experiments.models import Experiment
+from webapp.experiments.reporting import TITLES, delta_cell, interval_cell, value_cell
+from webapp.experiments.specs import ExperimentConfigError, ExperimentSpec
+
+FIELD_FOR = {
+    "train": "train_dataset",
+    "eval": "eval_dataset",
+    "questions": "train_dataset",
+    "judge_model": "judge_model",
+}
+
+
+def _spec(form: ExperimentForm) -> ExperimentSpec:
+    data = form.cleaned_data
+    train = services.select_rows(
+        services.dataset_rows(data["train_dataset"]), split=data["train_split"], limit=data["train_limit"]
+    )
+    held_out = services.select_rows(
+        services.dataset_rows(data["eval_dataset"]), split=data["eval_split"], limit=data["eval_limit"]
+    )
+    judge = data["judge"]
+    spec = ExperimentSpec(
+        methods=tuple(data["methods"]),
+        baseline=data["baseline"],
+        model=services.resolve_model(data["model_path"].strip() or None),
+        train_dataset_id=services.experiment_dataset(rows=train, label="train").pk,
+        eval_dataset_id=services.experiment_dataset(rows=held_out, label="eval").pk,
+        index_id=data["index"].pk,
+        judge=services.judge_choice(
+            data["judge_base_url"] if judge == "endpoint" else judge,
+            model=data["judge_model"],
+            api_key_env=data["judge_api_key_env"],
+        ),
+        **{name: data[name] for name in BUDGETS},
+    )
+    services.training_config_check(spec)
+    return spec
+
+
+def experiment_index(request: HttpRequest) -> HttpResponse:
+    form = ExperimentForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            experiment = services.experiment_create(
+                user=request.user,  # type: ignore[arg-type]
+                spec=_spec(form),
+                name=form.cleaned_data["name"],
+            )
+        except (ExperimentConfigError, EvaluationConfigError) as exc:
+            field = exc.field if exc.field in form.fields else FIELD_FOR.get(exc.field.split("_")[0])
+            form.add_error(field if field in form.fields else None, exc.message)
+        else:
+            return redirect("experiments:detail", experiment_id=experiment.pk)
+    context = {"form": form, "experiments": selectors.experiment_list()[:100]}
+    return render(request, "experiments/index.html", context, status=400 if form.errors else 200)
+
+
+def _display(result: dict[str, Any]) -> dict[str, Any]:
+    """The stored result with its cells formatted as the papers print them."""
+    metrics = list(TITLES)
+    rows = [{**row, "cells": [value_cell(row.get(m), m) for m in metrics]} for row in result.get("rows", [])]
+    differences = [
+        {
+            **comparison,
+            "cells": [
+                {
+                    "title": TITLES[d["metric"]],
+                    "baseline": value_cell(d["baseline"], d["metric"]),
+                    "method": value_cell(d["method"], d["metric"]),
+                    "difference": delta_cell(d["difference"], d["metric"]),
+                    "interval": interval_cell(d["low"], d["high"], d["metric"]),
+                    "excludes_zero": d["excludes_zero"],
+                }
+                for d in comparison["metrics"]
+            ],
+        }
+        for comparison in result.get("differences", [])
+    ]
+    return {"titles": [TITLES[m] for m in metrics], "rows": rows, "differences": differences}
+
+
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = Experiment.objects.filter(pk=experiment_id).select_related("created_by").first()
+    if experiment is None:
+        raise Http404("No such experiment")
+    spec = ExperimentSpec.from_json(experiment.spec)
+    context = {
+        "experiment": experiment,
+        "spec": spec,
+        "links": selectors.experiment_links(experiment_id=experiment.pk),
+        "stages": services.experiment_stages(spec),
+        "table": _display(experiment.result or {}),
+        "confidence": round(100 * float((experiment.result or {}).get("confidence", 0.95))),
+        "compare_query": selectors.experiment_compare_query(experiment=experiment),
+    }
+    return render(request, "experiments/detail.html", context)
+
+
+@require_POST
+def experiment_resume(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    if not Experiment.objects.filter(pk=experiment_id).exists():
+        raise Http404("No such experiment")
+    services.experiment_resume_request(experiment_id=experiment_id)
+    return redirect("experiments:detail", experiment_id=experiment_id)
