@@ -131,6 +131,27 @@ class LoopState:
     steps: int = 0
     answers: int = 0
     done: bool = False
+    # What the rollout token budget leaves after the latest model turn (None: no budget); set by run_rollouts.
+    tokens_left: int | None = None
+
+
+# Tokens a search adds besides the model's turn text and the passages: the observation's wrapper and tags.
+SEARCH_WRAPPER_TOKENS = 16
+# Tokens kept for the final answer turn (``<answer>…</answer>`` of a short span).
+ANSWER_TOKENS = 32
+
+
+def room_for_another_search(state: LoopState, config: RolloutConfig) -> bool:
+    """Whether the rollout token budget can still hold one more search — a full turn, its passages and wrapper,
+    the turn after it — and then a final answer. When it cannot, a method goes to its final answer now (HiPRAG
+    Alg. 1 lines 20–22, Search-R1's final turn without a search), as it does when its turn budget is spent, so a
+    rollout ends with an answer instead of being cut in the middle of a step (``budget:rollout_tokens``). Our
+    reading of the budget: the papers cut at the response length, which on a CPU's short budgets would cut most
+    rollouts before their answer."""
+    if state.tokens_left is None:
+        return True
+    need = 2 * config.max_new_tokens + config.max_obs_tokens + SEARCH_WRAPPER_TOKENS + ANSWER_TOKENS
+    return state.tokens_left >= need
 
 
 class LoopMethod(Protocol):
@@ -213,6 +234,7 @@ async def run_rollouts(
                 finish(state, "budget:rollout_tokens", finished=False)
                 continue
             cap = config.max_new_tokens if left is None else min(config.max_new_tokens, left)
+            state.tokens_left = left
             groups.setdefault((method.stop(state), cap), []).append(state)
         searches: list[tuple[LoopState, str]] = []
         running = sum(len(g) for g in groups.values())
@@ -243,6 +265,8 @@ async def run_rollouts(
                 cut_by_rollout_budget = generation.finish_reason == "length" and cap < config.max_new_tokens
                 if generation.finish_reason == "length" and not cut_by_rollout_budget:
                     rollout.cut_turns += 1
+                if state.tokens_left is not None:
+                    state.tokens_left -= generation.completion_tokens
                 query = method.on_generation(state, generation, config)
                 if cut_by_rollout_budget and not (state.done and rollout.finished):
                     finish(state, "budget:rollout_tokens", finished=False)

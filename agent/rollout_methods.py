@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from agent.backends import Generation, GenerationBackend, first_stop
-from agent.rollout import LoopState, RolloutConfig, finish
+from agent.rollout import LoopState, RolloutConfig, finish, room_for_another_search
 from retrieval.searcher import RetrievedDocument
 from scoring.formats.searchr1 import make_prefix, prepare_question
 from scoring.judging.hiprag import FORCED_PREFIX, between, initial_prompt
@@ -101,6 +101,8 @@ class SearchR1Loop:
             finish(state, "budget", finished=False)
             return None
         if action == "search":
+            if not room_for_another_search(state, config):
+                state.steps = max(state.steps, config.max_turns)  # the next turn is the final one
             return content
         state.rollout.add_env(SEARCHR1_INVALID_ACTION)
         return None
@@ -164,7 +166,7 @@ class HiPRAGLoop:
         if tag == CONCLUSION_END:
             state.rollout.add_env("\n</step>")
             state.steps += 1
-            if state.steps > config.max_turns:
+            if state.steps > config.max_turns or not room_for_another_search(state, config):
                 self._final_answer(state)
             elif config.force_next_step:
                 state.rollout.add_env("\n<step>\n    <reasoning>")

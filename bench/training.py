@@ -153,7 +153,7 @@ def _agent_run(args: argparse.Namespace) -> int:
                 "method": args.method,
                 "model": {"path": args.model, "torch_threads": args.threads},
                 "data": {"path": str(args.questions)},
-                "rollout": {"factory": "agent", "options": options, "max_rollout_tokens": 384},
+                "rollout": {"factory": "agent", "options": options},  # the demo's budgets
                 "training": {
                     "max_steps": args.steps,
                     "learning_rate": 1e-5,

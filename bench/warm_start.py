@@ -4,7 +4,7 @@
         [--method hiprag] [--index PATH] [--base PATH] [--warm PATH]
 
 Both models roll out the same questions with the method's real loop against the same index and the demo's budgets
-(trainer.config's rollout defaults, 384 tokens per rollout), at temperature 0. Questions the warm start saw (its
+(trainer.config's rollout defaults, 512 tokens per rollout), at temperature 0. Questions the warm start saw (its
 ``demonstrations.jsonl``) and the file's train split are left out, so the figure is on unseen questions. A
 trajectory is format-ok when it parses as valid in scoring's paper mode. Prints ``format-ok base: X`` and
 ``format-ok warm: Y`` (target: Y ≥ 0.9 on 40 questions), with seconds per rollout and how the rollouts ended.

@@ -128,9 +128,15 @@ def test_it_answers_an_invalid_searchr1_turn_and_stops_after_the_final_turn(
 def test_a_turn_gets_only_what_the_rollout_token_budget_leaves_and_the_rollout_ends_when_it_is_spent(
     searcher: KeywordSearcher,
 ) -> None:
-    always_search = lambda _: "<think> more </think><search> Paris </search>"  # noqa: E731
+    def search_then_ramble(text: str) -> str:
+        return (
+            "word " * 50
+            if "<information>" in response(text)
+            else "<think> more </think><search> Paris </search>"
+        )
+
     config = RolloutConfig(max_turns=8, max_new_tokens=20, max_rollout_tokens=55)
-    [rollout], backend = roll("search_r1", always_search, searcher, config)
+    [rollout], backend = roll("search_r1", search_then_ramble, searcher, config)
     assert backend.caps[0] == 20  # the turn budget, while the rollout budget leaves more
     assert min(backend.caps) < 20  # then only what is left of the 55
     assert (rollout.finished, rollout.end) == (False, "budget:rollout_tokens")
@@ -299,3 +305,39 @@ def test_it_starts_the_finished_callback_while_others_still_generate(searcher: K
     asyncio.run(go())
     assert events.index("judge quick") < events.index("slow generated its second turn")
     assert events[-1] == "judge slow"
+
+
+def test_hiprag_answers_when_the_rollout_budget_cannot_hold_another_step(searcher: KeywordSearcher) -> None:
+    """A policy that would search forever: the step budget allows 8 steps, the token budget about two, so after
+    the step the budget cannot follow with another one the rollout is asked for its answer (Alg. 1 lines
+    20-22) and ends valid, with an answer, inside its budget."""
+
+    def policy(text: str) -> str:
+        r = response(text)
+        if r.endswith("<conclusion>"):
+            return "found.</conclusion>"
+        if r.endswith("<answer>"):
+            return "Paris</answer>"
+        if r.endswith("</step>"):
+            return "\n<step>\n    <reasoning>again</reasoning>\n    <search>Eiffel Tower</search>"
+        return " first</reasoning>\n    <search>capital of France</search>"
+
+    config = RolloutConfig(max_turns=8, max_new_tokens=12, max_obs_tokens=20, max_rollout_tokens=160)
+    [rollout], _ = roll("hiprag", policy, searcher, config)
+    trajectory = parse("hiprag", rollout.text)
+    assert trajectory.valid, trajectory.error
+    assert (rollout.finished, rollout.end, trajectory.answer) == (True, "answer", "Paris")
+    assert 1 <= rollout.n_searches < 8
+
+
+def test_search_r1_takes_its_final_turn_when_the_rollout_budget_cannot_hold_another_search(
+    searcher: KeywordSearcher,
+) -> None:
+    def policy(text: str) -> str:
+        if response(text).count("<information>") >= 1:
+            return "<think> enough </think><answer> Paris </answer>"
+        return "<think> more </think><search> Paris </search>"
+
+    config = RolloutConfig(max_turns=8, max_new_tokens=12, max_obs_tokens=20, max_rollout_tokens=100)
+    [rollout], _ = roll("search_r1", policy, searcher, config)
+    assert (rollout.finished, rollout.end, rollout.n_searches) == (True, "answer", 1)

@@ -15,7 +15,9 @@ JUDGE_KINDS = ("evidence", "none", "policy", "openai")
 # Methods whose process reward the evidence judge can serve (its detectors are HiPRAG's); Search-R1 needs no judge.
 EVIDENCE_METHODS = ("search_r1", "hiprag")
 LLM_JUDGE_METHODS = ("search_p1", "tiresrag")
-DEFAULT_ROLLOUT_TOKENS = 384  # webapp.training.forms.DEMO_ROLLOUT_TOKENS: two searches and short turns fit
+DEFAULT_ROLLOUT_TOKENS = (
+    512  # webapp.training.forms.DEMO_ROLLOUT_TOKENS: two searches, their turns and the answer fit
+)
 DEFAULT_LEARNING_RATE = 1e-5  # the new-run form's: moves a 135M policy within a few steps
 DEFAULT_TRAINABLE_LAYERS = 10  # the warm start's: the backward pass stops at SmolLM2's layer 20 of 30
 _R, _T = RolloutConfig(), TrainingConfig()

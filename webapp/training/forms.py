@@ -10,6 +10,7 @@ from django import forms
 from django.conf import settings
 
 from trainer.config import TINY_MODEL, ConfigError, LoggingConfig, PPOConfig, RolloutConfig, TrainingConfig
+from trainer.warm_start import WarmStartTraining
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.runs.models import Method, Run
@@ -18,8 +19,11 @@ from webapp.training.config import build_config, default_model_path, form_field_
 ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _T, _P, _L, _R = TrainingConfig(), PPOConfig(), LoggingConfig(), RolloutConfig()
 DEFAULT_BATCH = _T.per_device_train_batch_size
+_WS = WarmStartTraining()
 DEMO_TRAIN_DATASET = "demo_multihop"  # webapp.imports.services_demo
-DEMO_ROLLOUT_TOKENS = 384  # two searches of ~100 retrieved tokens and short turns fit; keeps a CPU step short
+# Two searches of ~100 retrieved tokens, their turns and the answer fit (agent.rollout.room_for_another_search
+# asks for the answer when a third would not); 384 cut most of the warm model's rollouts before their answer.
+DEMO_ROLLOUT_TOKENS = _T.max_completion_length
 
 
 class OptionalJSONField(forms.JSONField):
@@ -257,8 +261,8 @@ class WarmStartForm(forms.Form):
         max_value=0.9,
         help_text="Share of no-search (common knowledge) demonstrations.",
     )
-    epochs = forms.FloatField(initial=2.0, min_value=0.1)
-    learning_rate = forms.FloatField(initial=8e-5)
+    epochs = forms.FloatField(initial=_WS.epochs, min_value=0.1)
+    learning_rate = forms.FloatField(initial=_WS.learning_rate)
     max_obs_tokens = forms.IntegerField(
         initial=_R.max_obs_tokens,
         min_value=1,
