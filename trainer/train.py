@@ -249,7 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, help="override training.max_steps")
     parser.add_argument("--help-config", action="store_true", help="list every config field and exit")
     args = parser.parse_args(argv)
+    from trainer.stop import listen_for_stop
 
+    listen_for_stop()
     from trainer.config import ConfigError, config_from_dict, describe, load_config
 
     if args.help_config:

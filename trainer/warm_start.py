@@ -419,6 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("config", nargs="?", help="a .toml, .json or .yaml warm-start config")
     parser.add_argument("--help-config", action="store_true", help="list every config field and exit")
     args = parser.parse_args(argv)
+    from trainer.stop import listen_for_stop
+
+    listen_for_stop()
     if args.help_config:
         from trainer.config import describe
 

@@ -14,3 +14,9 @@ class ExperimentAdmin(admin.ModelAdmin):
     list_display = ("id", "name", "status", "created_at")
     list_filter = ("status",)
     inlines = (ExperimentRunInline,)
+
+
+@admin.register(ExperimentRun)
+class ExperimentRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "experiment", "role", "method", "position", "run")
+    raw_id_fields = ("experiment", "run")

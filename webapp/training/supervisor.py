@@ -37,6 +37,13 @@ SAMPLES_FILE = "samples.jsonl"
 ERROR_LINES = 30
 
 
+def _hear_sigint() -> None:
+    """In the trainer's process before it execs: SIGINT back to its default. A worker started as a shell's
+    background job has SIGINT ignored, the trainer would inherit that, and a stop sent before the trainer installs
+    its own handler (trainer.stop) would be lost. Only async-signal-safe work here (one sigaction)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def trainer_command(config_path: Path, *, kind: str = Run.Kind.TRAIN) -> list[str]:
     if kind == Run.Kind.WARM_START:  # a single-process SFT on the worker's machine
         return [sys.executable, "-m", "trainer.warm_start", str(config_path)]
@@ -141,6 +148,7 @@ class Supervisor:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: signals reach every child, not the worker
+                    preexec_fn=_hear_sigint,
                 )
             except OSError as exc:
                 return run_mark_finished(

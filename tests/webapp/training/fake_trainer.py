@@ -40,6 +40,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:  # as trainer.train does (trainer.stop): hear the stop even when started with SIGINT ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config = json.loads(Path(args.config).read_text())
     out = Path(config["output_dir"])
     out.mkdir(parents=True, exist_ok=True)
