@@ -79,6 +79,7 @@ def test_it_starts_watches_and_stops_a_training_run_in_the_browser(live_server, 
         page.fill("input[name=num_generations]", "2")
         page.fill("input[name=per_device_train_batch_size]", "2")
         page.fill("input[name=max_completion_length]", "256")
+        page.fill("input[name=max_rollout_tokens]", "0")  # 0: the completion length (the demo's 512 would not fit)
         page.fill("input[name=sample_every]", "1")
         page.click("#start-run")
         page.wait_for_url("**/runs/*/")
