@@ -93,7 +93,11 @@ def test_a_warm_started_hiprag_run_from_the_demo_form_earns_a_non_zero_reward(li
         page.wait_for_url("**/runs/*/")
 
         # The trainer says what it is doing while the first step runs (no blank wait for the first point).
-        page.wait_for_selector("#run-progress", timeout=300_000)
+        # (It shows "loading" first, then the step's phases.)
+        page.wait_for_function(
+            "(document.getElementById('run-progress') || {innerText: ''}).innerText.includes('step 1 of 1')",
+            timeout=300_000,
+        )
         phase = page.inner_text("#run-progress")
         page.screenshot(path=str(SCREENSHOT.with_name(SCREENSHOT.stem + "-progress.png")), full_page=True)
         page.wait_for_function(
