@@ -46,3 +46,27 @@ def test_it_refuses_a_verdict_for_a_step_that_does_not_exist() -> None:
     )
     with pytest.raises(ValueError, match="step 7"):
         trajectory_bulk_create(items=[item])
+
+
+@pytest.mark.django_db
+def test_a_generated_nul_character_is_stored_as_a_replacement_character():
+    """PostgreSQL text and JSON refuse NUL; a random policy generates it. One character for one keeps positions."""
+    from tests.webapp.factories import RunFactory
+
+    run = RunFactory()
+    text = "<think>a\x00b</think><answer>Pa\x00ris</answer>"
+    trajectory_bulk_create(
+        items=[
+            TrajectoryInput(
+                run_id=run.pk,
+                question_id=None,
+                dataset_id=None,
+                question_text="q\x00",
+                golden_answers=("Paris",),
+                parsed=parse("search_r1", text),
+            )
+        ]
+    )
+    stored = Trajectory.objects.get(run=run)
+    assert stored.raw_text == text.replace("\x00", "\ufffd") and len(stored.raw_text) == len(text)
+    assert "\x00" not in stored.question_text + stored.final_answer

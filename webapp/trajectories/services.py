@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import transaction
+from django.db import models, transaction
 
 from scoring import formats
 from scoring.metrics import cover_exact_match, exact_match, token_f1
@@ -140,6 +140,29 @@ def _verdict_rows(
         )
 
 
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
+
+
+_M = TypeVar("_M", bound=models.Model)
+
+
+def _without_nul(row: _M) -> _M:
+    """NUL characters replaced by U+FFFD (one character for one, so stored error positions still point right):
+    a model can generate them (a random or broken policy does), and PostgreSQL text and JSON refuse them."""
+    for model_field in row._meta.concrete_fields:
+        value = getattr(row, model_field.attname)
+        if isinstance(value, str | list | dict):
+            setattr(row, model_field.attname, _clean(value))
+    return row
+
+
 def trajectory_bulk_create(*, items: Iterable[TrajectoryInput], batch_size: int | None = None) -> int:
     """Insert trajectories and their steps in batches; returns the number of trajectories. Call inside a transaction.
 
@@ -147,8 +170,12 @@ def trajectory_bulk_create(*, items: Iterable[TrajectoryInput], batch_size: int 
     """
     count = 0
     for batch in batched(items, batch_size):
-        created = Trajectory.objects.bulk_create([_trajectory_row(item) for item in batch])
-        steps = [step for row, item in zip(created, batch, strict=True) for step in _step_rows(row.pk, item)]
+        created = Trajectory.objects.bulk_create([_without_nul(_trajectory_row(item)) for item in batch])
+        steps = [
+            _without_nul(step)
+            for row, item in zip(created, batch, strict=True)
+            for step in _step_rows(row.pk, item)
+        ]
         Step.objects.bulk_create(steps, batch_size=5000)
         if any(item.verdicts for item in batch):
             step_ids: dict[int, dict[int, int]] = {}
