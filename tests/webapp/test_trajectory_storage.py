@@ -70,3 +70,21 @@ def test_a_generated_nul_character_is_stored_as_a_replacement_character():
     stored = Trajectory.objects.get(run=run)
     assert stored.raw_text == text.replace("\x00", "\ufffd") and len(stored.raw_text) == len(text)
     assert "\x00" not in stored.question_text + stored.final_answer
+
+
+@pytest.mark.django_db
+def test_a_key_logged_twice_at_one_step_is_stored_once_with_its_last_value():
+    """TRL's end-of-training summary repeats ``epoch`` at the last step; PostgreSQL's upsert refuses a row twice."""
+    from tests.webapp.factories import RunFactory
+    from webapp.runs.models import MetricPoint
+    from webapp.training.services import training_metrics_store
+
+    run = RunFactory()
+    rows = [
+        {"step": 20, "time": 1.0, "key": "epoch", "value": 1.95},
+        {"step": 20, "time": 2.0, "key": "epoch", "value": 2.0},
+        {"step": 20, "time": 2.0, "key": "loss", "value": 0.3},
+    ]
+    assert training_metrics_store(run_id=run.pk, rows=rows, offset=0) == 2
+    stored = dict(MetricPoint.objects.filter(run=run).values_list("key", "value"))
+    assert stored == {"epoch": 2.0, "loss": 0.3}

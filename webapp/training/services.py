@@ -134,15 +134,18 @@ def training_heartbeat(
 @transaction.atomic
 def training_metrics_store(*, run_id: int, rows: Sequence[Mapping[str, Any]], offset: int) -> int:
     """Upsert metrics.jsonl rows ({"step", "time", "key", "value"}) and remember how far the file was read."""
+    # One point per (step, key), the file's last: a trainer may log a key twice at one step (TRL's end-of-training
+    # summary repeats ``epoch``), and PostgreSQL's upsert refuses to touch a row twice in one statement.
+    latest = {(int(row["step"]), str(row["key"])[:100]): row for row in rows}
     points = [
         MetricPoint(
             run_id=run_id,
-            step=int(row["step"]),
-            key=str(row["key"])[:100],
+            step=step,
+            key=key,
             value=float(row["value"]),
             wall_time=dt.datetime.fromtimestamp(float(row["time"]), tz=dt.UTC),
         )
-        for row in rows
+        for (step, key), row in latest.items()
     ]
     if points:
         # A resumed trainer rewrites the steps after its checkpoint: the newest value of (run, key, step) wins.
