@@ -153,6 +153,17 @@ class WarmStartConfig:
         return self
 
 
+def check_inputs(config: WarmStartConfig) -> None:
+    """The files a run reads exist (checked when it starts: the web app validates a config before its question file
+    is exported)."""
+    if not Path(config.data.path).is_file():
+        raise ConfigError("data.path", f"{config.data.path} is not a file")
+    if not Path(config.index).is_dir():
+        raise ConfigError(
+            "index", f"{config.index} is not an index folder (retrieval.index.build_index makes one)"
+        )
+
+
 def warm_start_config(values: dict[str, Any]) -> WarmStartConfig:
     config: WarmStartConfig = _build(WarmStartConfig, values, "")
     return config.validate()
@@ -234,6 +245,7 @@ def run(config: WarmStartConfig) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from trainer.progress import ProgressReporter
 
+    check_inputs(config)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "warm_start_config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")

@@ -11,7 +11,7 @@ import pytest
 from tests.agent.conftest import PASSAGES, KeywordSearcher
 from trainer.config import METHODS, ConfigError
 from trainer.demonstrations import build_demonstrations, needs_search, plan_for, tokenized
-from trainer.warm_start import main, warm_start_config
+from trainer.warm_start import check_inputs, main, warm_start_config
 
 ROWS = [
     {
@@ -101,12 +101,30 @@ def test_a_bad_config_names_its_field(tmp_path: Path) -> None:
         )
     with pytest.raises(ConfigError, match="index"):
         warm_start_config({"output_dir": "x", "model": {"path": "m"}, "data": {"path": "d"}})
-    bad = tmp_path / "q.jsonl"
-    bad.write_text('{"question": "x"}\n')
-    from trainer.warm_start import read_rows
-
-    with pytest.raises(ConfigError, match=r"q.jsonl:1: not a FlashRAG question row"):
-        read_rows(bad)
+    with pytest.raises(ConfigError, match=r"data.path: .*no.jsonl is not a file"):
+        check_inputs(
+            warm_start_config(
+                {
+                    "output_dir": "x",
+                    "index": str(tmp_path),
+                    "model": {"path": "m"},
+                    "data": {"path": "no.jsonl"},
+                }
+            )
+        )
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("")
+    with pytest.raises(ConfigError, match=r"index: .*nowhere is not an index folder"):
+        check_inputs(
+            warm_start_config(
+                {
+                    "output_dir": "x",
+                    "index": "nowhere",
+                    "model": {"path": "m"},
+                    "data": {"path": str(questions)},
+                }
+            )
+        )
 
 
 @pytest.mark.slow
