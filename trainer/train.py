@@ -148,18 +148,26 @@ def use_vllm(config: Any, args: Any) -> Any:
 @contextlib.contextmanager
 def vllm_dtype(config: Any) -> Iterator[None]:
     """Build TRL's colocated ``vllm.LLM`` with our dtype: TRL passes none, and vLLM runs a float32 checkpoint in
-    bfloat16 by default, 4× slower than float32 on an AVX2 CPU. ``vllm.dtype = "auto"``: float32 on a CPU."""
+    bfloat16 by default, 4× slower than float32 on an AVX2 CPU. ``vllm.dtype = "auto"``: float32 on a CPU. On a CPU
+    the KV cache gets an explicit size too (``agent.backend_vllm.CPU_KV_CACHE_BYTES``; the fraction TRL passes
+    fails or takes the box there), unless ``VLLM_CPU_KVCACHE_SPACE`` sets one."""
     if config.rollout.engine != "vllm" or config.vllm.mode != "colocate":
         yield
         return
     import torch
 
     vllm_generation: Any = importlib.import_module("trl.generation.vllm_generation")  # imports vllm
+    from agent.backend_vllm import CPU_KV_CACHE_BYTES
+
     dtype = config.vllm.dtype
+    on_cpu = not torch.cuda.is_available()
     if dtype == "auto":
-        dtype = "auto" if torch.cuda.is_available() else "float32"
+        dtype = "float32" if on_cpu else "auto"
+    extra: dict[str, Any] = {"dtype": dtype}
+    if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        extra["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
     original = vllm_generation.LLM
-    vllm_generation.LLM = functools.partial(original, dtype=dtype)
+    vllm_generation.LLM = functools.partial(original, **extra)
     try:
         yield
     finally:

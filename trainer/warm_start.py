@@ -60,7 +60,7 @@ class WarmStartData:
             "Use rows whose metadata.split starts with this ('' = all); keep evaluation questions out."
         ),
     )
-    questions_per_method: int = field(default=32, metadata=_help("Search demonstrations per method."))
+    questions_per_method: int = field(default=48, metadata=_help("Search demonstrations per method."))
     no_search_share: float = field(
         default=0.15,
         metadata=_help(
@@ -72,7 +72,7 @@ class WarmStartData:
 
 @dataclass
 class WarmStartTraining:
-    epochs: float = field(default=2.0, metadata=_help("Passes over the demonstrations."))
+    epochs: float = field(default=3.0, metadata=_help("Passes over the demonstrations."))
     learning_rate: float = field(
         default=3e-4,
         metadata=_help(
