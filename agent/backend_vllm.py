@@ -151,6 +151,21 @@ class VLLMBackend(_TokenizerText):
         """An engine with :data:`CPU_ENGINE_DEFAULTS` (each overridable)."""
         return cls(model, **{**CPU_ENGINE_DEFAULTS, **engine_args})
 
+    @classmethod
+    def for_device(cls, model: str, **engine_args: Any) -> VLLMBackend:
+        """:meth:`for_cpu` without a CUDA device, vLLM's own defaults with one (an evaluation run's engine)."""
+        import torch
+
+        if torch.cuda.is_available():
+            return cls(model, **engine_args)
+        return cls.for_cpu(model, **engine_args)
+
+    def close(self) -> None:
+        """Stop the engine's worker process now (an evaluation in a long-lived process must not keep it)."""
+        engine = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if engine is not None:
+            engine.shutdown()
+
     def __repr__(self) -> str:
         return f"VLLMBackend(name={self.name!r})"
 

@@ -20,6 +20,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from agent.backends import GenerationBackend
 from agent.evaluate import EvaluationResult, Judges, evaluate_sync
 from agent.rollout import PAPER_CONFIGS, Question
 from scoring.aggregates import EvaluationReport as Report
@@ -119,8 +120,17 @@ def evaluation_run_execute(*, run_id: int) -> Run:
 def _execute(run: Run) -> None:
     spec = EvaluationSpec.from_json(run.config)
     evaluation_spec_check(spec)
-    config = replace(PAPER_CONFIGS[spec.method], **spec.rollout)
     backend = components.build_backend(spec)
+    try:
+        _evaluate(run, spec, backend)
+    finally:
+        close = getattr(backend, "close", None)  # a vLLM engine's worker process ends with the run
+        if close is not None:
+            close()
+
+
+def _evaluate(run: Run, spec: EvaluationSpec, backend: GenerationBackend) -> None:
+    config = replace(PAPER_CONFIGS[spec.method], **spec.rollout)
     searcher = components.build_searcher(spec)
     caches: dict[str, PrefetchedJudgeCache] = {}
 

@@ -15,7 +15,8 @@ from agent.rollout import RolloutConfig
 from scoring.scorer import ScoringInputError, score
 from webapp.runs.models import Method
 
-BACKEND_KINDS = ("transformers", "openai")
+# transformers and vllm run a local model folder in the worker (vllm: `make vllm`, docs/vllm.md); openai calls a server.
+BACKEND_KINDS = ("transformers", "vllm", "openai")
 JUDGE_KINDS = ("none", "policy", "openai", "evidence")
 # The rollout settings a run may override (the rest are each method's paper settings, agent.rollout.PAPER_CONFIGS).
 ROLLOUT_OVERRIDES = (
@@ -118,7 +119,7 @@ def evaluation_spec_check(spec: EvaluationSpec) -> None:
         raise EvaluationConfigError("model", "give a local model folder or a served model name")
     if spec.backend not in BACKEND_KINDS:
         raise EvaluationConfigError("backend", f"one of {', '.join(BACKEND_KINDS)}")
-    if spec.backend == "transformers" and not Path(spec.model).is_dir():
+    if spec.backend in ("transformers", "vllm") and not Path(spec.model).is_dir():
         raise EvaluationConfigError(
             "model",
             f"{spec.model!r} is not a model folder on this machine; give a base URL for a served model",

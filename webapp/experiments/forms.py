@@ -9,7 +9,7 @@ from django import forms
 from trainer.config import ALGORITHMS
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
-from webapp.experiments.specs import DEFAULT_BASELINE, DEFAULT_METHODS, ExperimentSpec
+from webapp.experiments.specs import DEFAULT_BASELINE, DEFAULT_METHODS, EVAL_ENGINES, ExperimentSpec
 from webapp.runs.models import Method
 
 _D = ExperimentSpec(
@@ -34,6 +34,7 @@ BUDGETS = (
     "max_obs_tokens",
     "topk",
     "eval_batch_size",
+    "eval_engine",
     "resamples",
 )
 
@@ -100,6 +101,11 @@ class ExperimentForm(forms.Form):
     )
     topk = forms.IntegerField(min_value=1, initial=_D.topk, label="passages per search")
     eval_batch_size = forms.IntegerField(min_value=1, initial=_D.eval_batch_size)
+    eval_engine = forms.ChoiceField(
+        choices=[(e, e) for e in EVAL_ENGINES],
+        initial=_D.eval_engine,
+        help_text="vllm: about 4× faster evaluations on this CPU; the worker needs the vLLM stack (make vllm).",
+    )
     resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -467,6 +467,7 @@ def _evaluation_spec(spec: ExperimentSpec, method: str, model: str) -> Evaluatio
             "seed": spec.seed,
         },
         batch_size=spec.eval_batch_size,
+        backend=spec.eval_engine,
     )
 
 

@@ -12,6 +12,10 @@ from webapp.runs.models import Method
 DEFAULT_METHODS = ("search_r1", "hiprag")
 DEFAULT_BASELINE = "search_r1"  # Search-R1's outcome reward: every seed paper's baseline
 JUDGE_KINDS = ("evidence", "none", "policy", "openai")
+EVAL_ENGINES = (
+    "transformers",
+    "vllm",
+)  # webapp.evaluation.specs.BACKEND_KINDS that run the model folder here
 # Methods whose process reward the evidence judge can serve (its detectors are HiPRAG's); Search-R1 needs no judge.
 EVIDENCE_METHODS = ("search_r1", "hiprag")
 LLM_JUDGE_METHODS = ("search_p1", "tiresrag")
@@ -97,6 +101,10 @@ class ExperimentSpec:
     topk: int = _R.topk
     sample_every: int = 1  # samples of every step: the compare page and audits can read them
     eval_batch_size: int = 32
+    # The evaluations' engine: "transformers", or "vllm" (`make vllm`; about 4× the rollouts per second on this
+    # CPU). Training always runs on the trainer's engine; the two engines sample differently, so compare runs of one
+    # engine with each other.
+    eval_engine: str = "transformers"
     resamples: int = 2000
 
     def to_json(self) -> dict[str, Any]:
@@ -147,6 +155,8 @@ def experiment_spec_check(spec: ExperimentSpec) -> None:
                 "judge",
                 f"the evidence judge implements HiPRAG's detectors only; {', '.join(needs_llm)} needs an LLM judge",
             )
+    if spec.eval_engine not in EVAL_ENGINES:
+        raise ExperimentConfigError("eval_engine", f"one of {', '.join(EVAL_ENGINES)}")
     if spec.algorithm not in ALGORITHMS:
         raise ExperimentConfigError("algorithm", f"one of {', '.join(ALGORITHMS)}")
     for name in ("steps", "num_generations", "batch_size", "eval_batch_size", "resamples", "topk"):

@@ -119,3 +119,30 @@ def test_it_marks_the_run_failed_with_the_error(
     spec = spec_for(tmp_path, (datasets[0].pk,), "http://judge/v1")
     run = evaluation_run_execute(run_id=evaluation_run_create(user=None, spec=spec, enqueue=False).pk)
     assert run.status == Run.Status.FAILED and run.error == "OSError: no model files in the folder"
+
+
+def test_the_engine_is_closed_when_the_run_ends_or_fails(
+    tmp_path: Path, datasets: Any, judge_server: ScriptedServer, fake_components: Any
+) -> None:
+    backend = fake_components(POLICIES["hiprag"])
+    backend.close = mock.Mock()  # a vLLM engine's worker process must not outlive its run
+    spec = spec_for(tmp_path, (datasets[0].pk,), judge_server.base_url, limit=1)
+    run = evaluation_run_execute(run_id=evaluation_run_create(user=None, spec=spec, enqueue=False).pk)
+    assert run.status == Run.Status.FINISHED, run.error
+    backend.close.assert_called_once_with()
+
+    failing = fake_components(POLICIES["hiprag"])
+    failing.close = mock.Mock()
+    failing.generate = mock.Mock(side_effect=RuntimeError("engine died"))
+    run = evaluation_run_execute(run_id=evaluation_run_create(user=None, spec=spec, enqueue=False).pk)
+    assert run.status == Run.Status.FAILED and "engine died" in run.error
+    failing.close.assert_called_once_with()
+
+
+def test_a_vllm_evaluation_needs_a_model_folder(tmp_path: Path, datasets: Any) -> None:
+    spec = spec_for(tmp_path, (datasets[0].pk,), "http://judge/v1", backend="vllm")
+    assert evaluation_run_create(user=None, spec=spec, enqueue=False).config["backend"] == "vllm"
+    missing = spec_for(tmp_path / "nowhere", (datasets[0].pk,), "http://judge/v1", backend="vllm")
+    with pytest.raises(EvaluationConfigError, match="not a model folder") as error:
+        evaluation_run_create(user=None, spec=missing, enqueue=False)
+    assert error.value.field == "model"

@@ -242,5 +242,15 @@ def test_the_spec_is_checked(make_spec: Any) -> None:
         )
     with pytest.raises(ExperimentConfigError, match=r"multiple of training\.num_generations"):
         services.experiment_create(user=None, spec=make_spec(batch_size=3), enqueue=False)
+    with pytest.raises(ExperimentConfigError, match="one of transformers, vllm") as error:
+        services.experiment_create(user=None, spec=make_spec(eval_engine="sglang"), enqueue=False)
+    assert error.value.field == "eval_engine"
     assert services.experiment_create(user=None, spec=make_spec(judge=JudgeChoice("none")), enqueue=False).pk
     assert ExperimentRun.objects.count() == 0
+
+
+def test_the_evaluations_run_on_the_chosen_engine(make_spec: Any) -> None:
+    spec = make_spec(eval_engine="vllm")
+    evaluation = services._evaluation_spec(spec, "hiprag", spec.model)
+    assert evaluation.backend == "vllm" and evaluation.batch_size == spec.eval_batch_size
+    assert services._evaluation_spec(make_spec(), "hiprag", spec.model).backend == "transformers"

@@ -20,6 +20,7 @@ from webapp.experiments.reporting import result_text
 from webapp.experiments.specs import (
     DEFAULT_BASELINE,
     DEFAULT_METHODS,
+    EVAL_ENGINES,
     ExperimentConfigError,
     ExperimentSpec,
 )
@@ -133,6 +134,12 @@ class Command(BaseCommand):
             "--sample-every", type=int, default=_D.sample_every, help="store samples every N steps"
         )
         parser.add_argument("--eval-batch-size", type=int, default=_D.eval_batch_size)
+        parser.add_argument(
+            "--eval-engine",
+            choices=EVAL_ENGINES,
+            default=_D.eval_engine,
+            help="the evaluations' engine: vllm needs `make vllm` (run this command with .venv-vllm/bin/python)",
+        )
         parser.add_argument("--resamples", type=int, default=_D.resamples, help="bootstrap resamples")
         parser.add_argument("--name", default="")
         parser.add_argument("--user", default="", help="username recorded as the creator")
@@ -215,6 +222,7 @@ class Command(BaseCommand):
                         "topk",
                         "sample_every",
                         "eval_batch_size",
+                        "eval_engine",
                         "resamples",
                     )
                 },
