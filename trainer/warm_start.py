@@ -416,7 +416,7 @@ def ensure_demo_warm_model(var_dir: Path, shared_dir: Path | None, *, base: Path
             "index": str(index),
             "model": {"path": str(base)},
             "data": {"path": str(questions), "split": split},
-            # The demo trains HiPRAG against its Search-R1 baseline; each method more is ~10 more CPU minutes.
+            # The demo trains HiPRAG against its Search-R1 baseline; each method more is ~15 more minutes on 2 cores.
             "methods": list(DEMO_METHODS),
         }
     )

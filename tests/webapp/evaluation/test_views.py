@@ -45,6 +45,11 @@ def test_it_checks_the_spec_once_the_fields_are_valid(
     run = Run.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     assert run.config["retrieve_url"] == "http://r:8000" and run.created_by.username == "rey"
+    assert run.config["backend"] == "transformers"  # the form's default local engine
+
+    with mock.patch("webapp.evaluation.tasks.evaluation_run_task.delay"):
+        researcher_client.post("/evaluation/new/", {**data, "retrieve_url": "http://r:8000", "engine": "vllm"})
+    assert Run.objects.latest("pk").config["backend"] == "vllm"
 
 
 def test_it_renders_the_report_page_and_fragment(
