@@ -75,12 +75,12 @@ def reloadable_cpu_weights() -> Iterator[None]:
         for method in (UnquantizedLinearMethod, UnquantizedEmbeddingMethod)
     ]
     for method, _ in originals:
-        method.process_weights_after_loading = keep_weight  # type: ignore[method-assign]
+        method.process_weights_after_loading = keep_weight
     try:
         yield
     finally:
         for method, original in originals:
-            method.process_weights_after_loading = original  # type: ignore[method-assign]
+            method.process_weights_after_loading = original
 
 
 def _import_vllm() -> Any:

@@ -48,7 +48,9 @@ def test_it_checks_the_spec_once_the_fields_are_valid(
     assert run.config["backend"] == "transformers"  # the form's default local engine
 
     with mock.patch("webapp.evaluation.tasks.evaluation_run_task.delay"):
-        researcher_client.post("/evaluation/new/", {**data, "retrieve_url": "http://r:8000", "engine": "vllm"})
+        researcher_client.post(
+            "/evaluation/new/", {**data, "retrieve_url": "http://r:8000", "engine": "vllm"}
+        )
     assert Run.objects.latest("pk").config["backend"] == "vllm"
 
 
