@@ -104,8 +104,12 @@ class ExperimentForm(forms.Form):
     eval_engine = forms.ChoiceField(
         choices=[(e, e) for e in EVAL_ENGINES],
         initial=_D.eval_engine,
+        required=False,
         help_text="vllm: about 4× faster evaluations on this CPU; the worker needs the vLLM stack (make vllm).",
     )
+
+    def clean_eval_engine(self) -> str:
+        return str(self.cleaned_data.get("eval_engine") or _D.eval_engine)
     resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
