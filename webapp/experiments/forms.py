@@ -110,6 +110,7 @@ class ExperimentForm(forms.Form):
 
     def clean_eval_engine(self) -> str:
         return str(self.cleaned_data.get("eval_engine") or _D.eval_engine)
+
     resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
