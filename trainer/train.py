@@ -157,7 +157,7 @@ def vllm_dtype(config: Any) -> Iterator[None]:
     import torch
 
     vllm_generation: Any = importlib.import_module("trl.generation.vllm_generation")  # imports vllm
-    from agent.backend_vllm import CPU_KV_CACHE_BYTES
+    from agent.backend_vllm import CPU_KV_CACHE_BYTES, reloadable_cpu_weights
 
     dtype = config.vllm.dtype
     on_cpu = not torch.cuda.is_available()
@@ -166,8 +166,6 @@ def vllm_dtype(config: Any) -> Iterator[None]:
     extra: dict[str, Any] = {"dtype": dtype}
     if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
         extra["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
-    from agent.backend_vllm import reloadable_cpu_weights
-
     original = vllm_generation.LLM
     vllm_generation.LLM = functools.partial(original, **extra)
     try:

@@ -107,11 +107,10 @@ class ExperimentForm(forms.Form):
         required=False,
         help_text="vllm: about 4× faster evaluations on this CPU; the worker needs the vLLM stack (make vllm).",
     )
+    resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
 
     def clean_eval_engine(self) -> str:
         return str(self.cleaned_data.get("eval_engine") or _D.eval_engine)
-
-    resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
