@@ -61,9 +61,11 @@ $(VLLM_VENV)/.installed: requirements-vllm.txt requirements-dev.txt requirements
 
 vllm: $(VLLM_VENV)/.installed
 
-# The vLLM-marked tests (agent's VLLMBackend, the trainer's vLLM engine) in .venv-vllm.
+# The vLLM-marked tests in .venv-vllm, one pytest process per engine owner: agent's VLLMBackend (an engine of its
+# own) and the trainer's colocated engine (TRL's external launcher, one per process).
 vllm-test: $(VLLM_VENV)/.installed
-	$(VLLM_PY) -m pytest -m vllm
+	$(VLLM_PY) -m pytest -m vllm tests/agent
+	$(VLLM_PY) -m pytest -m vllm tests/trainer
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) var .mypy_cache .ruff_cache .pytest_cache
