@@ -225,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         if done.returncode != 0:
             print(done.stderr[-3000:], file=sys.stderr)
             return done.returncode
-        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        # The child's figures are its last JSON line; libraries may print after it (seen: the transformers arm).
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            print(f"{engine}: no result line in its output:\n{done.stdout[-2000:]}", file=sys.stderr)
+            return 1
+        results.append(json.loads(lines[-1]))
     print(table(results))
     return 0
 
