@@ -53,7 +53,11 @@ def test_a_generation_keeps_its_stop_tag_its_ids_and_their_logprobs(engine: Any)
     )
     stop = ("</search>", "</answer>")
     greedy = engine.generate([prompt, prompt], stop=stop, max_new_tokens=40)
-    assert greedy[0] == greedy[1]  # greedy is deterministic, batched or not
+    # Greedy is deterministic, batched or not: the same tokens. Their log-probs agree only to float noise (two rows
+    # of one batch can take different kernel blocks; one run of this test saw them differ).
+    assert (greedy[0].text, greedy[0].token_ids) == (greedy[1].text, greedy[1].token_ids)
+    assert greedy[0].logprobs is not None and greedy[1].logprobs is not None
+    assert greedy[0].logprobs == pytest.approx(greedy[1].logprobs, abs=1e-3)
     sampled = engine.generate([prompt] * 4, stop=stop, max_new_tokens=24, temperature=1.0, seed=7)
     again = engine.generate([prompt] * 4, stop=stop, max_new_tokens=24, temperature=1.0, seed=7)
     assert [g.token_ids for g in sampled] == [g.token_ids for g in again]  # a seed reproduces the batch
