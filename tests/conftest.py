@@ -21,3 +21,17 @@ def reference_dir() -> Path:
     if not path.is_dir():
         pytest.fail(f"reference vectors not found at {path}; set SEARCHLAB_SHARED_DIR")
     return path
+
+
+def smollm2_path() -> Path:
+    """The converted SmolLM2: the machine's model cache (SEARCHLAB_MODEL_CACHE), var/models, or made now."""
+    cache = Path(os.environ.get("SEARCHLAB_MODEL_CACHE", Path.home() / ".cache" / "searchlab"))
+    for folder in (
+        cache / "models" / "SmolLM2-135M-Instruct",
+        REPO_ROOT / "var" / "models" / "SmolLM2-135M-Instruct",
+    ):
+        if (folder / "config.json").is_file():
+            return folder
+    from agent import setup_model
+
+    return setup_model.setup_model(REPO_ROOT / "var")

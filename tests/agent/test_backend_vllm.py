@@ -6,8 +6,6 @@ would downcast the float32 checkpoint to bfloat16, 4× slower on AVX2) and start
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,23 +17,9 @@ from agent.evaluate import Judges, evaluate_sync
 from agent.rollout import PAPER_CONFIGS, with_config
 from tests.agent.conftest import KeywordSearcher
 from tests.agent.test_smollm2 import load_questions
-from tests.conftest import REPO_ROOT
+from tests.conftest import smollm2_path
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-
-
-def smollm2_path() -> Path:
-    """The converted SmolLM2: the machine's model cache (SEARCHLAB_MODEL_CACHE), var/models, or made now."""
-    cache = Path(os.environ.get("SEARCHLAB_MODEL_CACHE", Path.home() / ".cache" / "searchlab"))
-    for folder in (
-        cache / "models" / "SmolLM2-135M-Instruct",
-        REPO_ROOT / "var" / "models" / "SmolLM2-135M-Instruct",
-    ):
-        if (folder / "config.json").is_file():
-            return folder
-    from agent import setup_model
-
-    return setup_model.setup_model(REPO_ROOT / "var")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 import torch
 
 from tests.agent.conftest import PASSAGES, KeywordSearcher
-from tests.conftest import REPO_ROOT
+from tests.conftest import smollm2_path
 from trainer.agent_rollout import AgentRollout, budgets
 from trainer.callbacks import METRICS_FILE
 from trainer.config import RunConfig, config_from_dict
@@ -34,20 +33,6 @@ pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed (make vllm)"),
 ]
-
-
-def smollm2_path() -> Path:
-    """The converted SmolLM2: the machine's model cache (SEARCHLAB_MODEL_CACHE), var/models, or made now."""
-    cache = Path(os.environ.get("SEARCHLAB_MODEL_CACHE", Path.home() / ".cache" / "searchlab"))
-    for folder in (
-        cache / "models" / "SmolLM2-135M-Instruct",
-        REPO_ROOT / "var" / "models" / "SmolLM2-135M-Instruct",
-    ):
-        if (folder / "config.json").is_file():
-            return folder
-    from agent import setup_model
-
-    return setup_model.setup_model(REPO_ROOT / "var")
 
 
 def keyword_rollout(config: Any, model: Any, tokenizer: Any) -> AgentRollout:
