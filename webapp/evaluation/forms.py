@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+from webapp.common.fieldsets import FieldsetsMixin
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.evaluation.specs import (
@@ -30,7 +31,7 @@ JUDGE_CHOICES = (
 ROLLOUT_FIELDS = ("topk", "max_turns", "max_new_tokens", "max_rollout_tokens", "max_obs_tokens")
 
 
-class EvaluationForm(forms.Form):
+class EvaluationForm(FieldsetsMixin, forms.Form):
     # URLs are CharFields: Django's URLValidator refuses single-label hosts such as http://retriever:8000, the
     # names services have inside a compose network; the spec check asks for an http(s) scheme.
     name = forms.CharField(required=False, max_length=200, help_text="default: method and datasets")
@@ -99,6 +100,25 @@ class EvaluationForm(forms.Form):
     )
     base_run = forms.ModelChoiceField(
         queryset=Run.objects.order_by("-created_at"), required=False, help_text="the baseline to compare with"
+    )
+
+    fieldsets = (
+        ("Policy", ("method", "model", "engine", "base_url", "api_key_env")),
+        ("Questions and retrieval", ("datasets", "limit", "index", "retrieve_url")),
+        ("Judge", ("judge", "judge_url", "judge_model", "judge_key_env", "answer_judge")),
+        (
+            "Settings",
+            (
+                "topk",
+                "max_turns",
+                "max_new_tokens",
+                "max_rollout_tokens",
+                "max_obs_tokens",
+                "params",
+                "name",
+                "base_run",
+            ),
+        ),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

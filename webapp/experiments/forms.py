@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 
 from trainer.config import ALGORITHMS
+from webapp.common.fieldsets import FieldsetsMixin
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.experiments.specs import DEFAULT_BASELINE, DEFAULT_METHODS, EVAL_ENGINES, ExperimentSpec
@@ -39,7 +40,7 @@ BUDGETS = (
 )
 
 
-class ExperimentForm(forms.Form):
+class ExperimentForm(FieldsetsMixin, forms.Form):
     name = forms.CharField(max_length=200, required=False, help_text="Empty: the methods, steps and seed.")
     methods = forms.MultipleChoiceField(
         choices=Method.choices, initial=list(DEFAULT_METHODS), widget=forms.CheckboxSelectMultiple
@@ -111,6 +112,43 @@ class ExperimentForm(forms.Form):
 
     def clean_eval_engine(self) -> str:
         return str(self.cleaned_data.get("eval_engine") or _D.eval_engine)
+
+    fieldsets = (
+        ("Methods and start", ("name", "methods", "baseline", "model_path")),
+        (
+            "Questions and index",
+            (
+                "train_dataset",
+                "train_split",
+                "train_limit",
+                "eval_dataset",
+                "eval_split",
+                "eval_limit",
+                "index",
+            ),
+        ),
+        ("Judge", ("judge", "judge_base_url", "judge_model", "judge_api_key_env")),
+        (
+            "Training and budgets (training and evaluation)",
+            (
+                "steps",
+                "seed",
+                "algorithm",
+                "learning_rate",
+                "num_generations",
+                "batch_size",
+                "trainable_layers",
+                "max_turns",
+                "max_turn_tokens",
+                "max_rollout_tokens",
+                "max_obs_tokens",
+                "topk",
+                "eval_batch_size",
+                "eval_engine",
+                "resamples",
+            ),
+        ),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -10,7 +10,8 @@ from django import forms
 from django.conf import settings
 
 from trainer.config import TINY_MODEL, ConfigError, LoggingConfig, PPOConfig, RolloutConfig, TrainingConfig
-from trainer.warm_start import WarmStartTraining
+from trainer.warm_start import WarmStartData, WarmStartTraining
+from webapp.common.fieldsets import FieldsetsMixin
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.runs.models import Method, Run
@@ -19,7 +20,7 @@ from webapp.training.config import build_config, default_model_path, form_field_
 ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _T, _P, _L, _R = TrainingConfig(), PPOConfig(), LoggingConfig(), RolloutConfig()
 DEFAULT_BATCH = _T.per_device_train_batch_size
-_WS = WarmStartTraining()
+_WS, _WD = WarmStartTraining(), WarmStartData()
 DEMO_TRAIN_DATASET = "demo_multihop"  # webapp.imports.services_demo
 # Two searches of ~100 retrieved tokens, their turns and the answer fit (agent.rollout.room_for_another_search
 # asks for the answer when a third would not); 384 cut most of the warm model's rollouts before their answer.
@@ -31,7 +32,7 @@ class OptionalJSONField(forms.JSONField):
         return "" if value is None else super().prepare_value(value)  # an empty box, not "null"
 
 
-class TrainingRunForm(forms.Form):
+class TrainingRunForm(FieldsetsMixin, forms.Form):
     name = forms.CharField(max_length=200, initial="hiprag-grpo")
     method = forms.ChoiceField(choices=Method.choices, initial=Method.HIPRAG, help_text="The reward method.")
     algorithm = forms.ChoiceField(choices=Run.Algorithm.choices, initial=Run.Algorithm.GRPO)
@@ -154,6 +155,40 @@ class TrainingRunForm(forms.Form):
     )
     samples_per_log = forms.IntegerField(initial=_L.samples_per_log)
 
+    fieldsets = (
+        ("What to train", ("name", "method", "algorithm", "model_path", "dataset", "question_limit")),
+        (
+            "Rollouts and judge",
+            ("rollout", "index", "judge", "judge_base_url", "judge_model", "judge_api_key_env"),
+        ),
+        (
+            "Budgets (every rollout stops at the first it reaches)",
+            ("max_turns", "max_turn_tokens", "max_rollout_tokens", "max_obs_tokens", "topk"),
+        ),
+        ("Reward weights", ("lambda_f", "lambda_p", "reward_params")),
+        (
+            "Optimisation (TRL)",
+            (
+                "max_steps",
+                "learning_rate",
+                "num_generations",
+                "per_device_train_batch_size",
+                "gradient_accumulation_steps",
+                "num_iterations",
+                "max_completion_length",
+                "beta",
+                "epsilon",
+                "temperature",
+                "loss_type",
+                "seed",
+                "lora",
+                "trainable_layers",
+            ),
+        ),
+        ("PPO critic", ("critic_learning_rate", "gamma", "lam", "vf_coef")),
+        ("Samples", ("sample_every", "samples_per_log")),
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         from webapp.training.config import available_models
@@ -225,7 +260,7 @@ class TrainingRunForm(forms.Form):
         return cleaned
 
 
-class WarmStartForm(forms.Form):
+class WarmStartForm(FieldsetsMixin, forms.Form):
     """A supervised warm start (trainer.warm_start): demonstrations of the methods' formats, then SFT."""
 
     name = forms.CharField(max_length=200, initial="warm start")
@@ -254,9 +289,9 @@ class WarmStartForm(forms.Form):
         queryset=Index.objects.filter(status=Index.Status.READY).select_related("corpus").order_by("name"),
         help_text="The demonstrations' searches go to this index (use the one you will train with).",
     )
-    questions_per_method = forms.IntegerField(initial=32, min_value=1)
+    questions_per_method = forms.IntegerField(initial=_WD.questions_per_method, min_value=1)
     no_search_share = forms.FloatField(
-        initial=0.15,
+        initial=_WD.no_search_share,
         min_value=0,
         max_value=0.9,
         help_text="Share of no-search (common knowledge) demonstrations.",
@@ -268,6 +303,14 @@ class WarmStartForm(forms.Form):
         min_value=1,
         label="retrieved tokens per search",
         help_text="As in training.",
+    )
+
+    fieldsets = (
+        ("What to teach", ("name", "model_path", "methods", "dataset", "split", "index")),
+        (
+            "Demonstrations and optimisation",
+            ("questions_per_method", "no_search_share", "max_obs_tokens", "epochs", "learning_rate"),
+        ),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
