@@ -38,6 +38,8 @@ SMOLLM2 = VAR / "models" / "SmolLM2-135M-Instruct"
 SMOLLM2_WARM = VAR / "models" / "SmolLM2-135M-Instruct-warm"
 DEMO = REPO / "demo"
 
+from trainer.config import DEMO_TRAINABLE_LAYERS  # noqa: E402  (after the path: `python bench/training.py`)
+
 
 def _config(args: argparse.Namespace, output_dir: str) -> Any:
     from trainer.config import config_from_dict
@@ -151,9 +153,14 @@ def _agent_run(args: argparse.Namespace) -> int:
             {
                 "output_dir": str(Path(scratch) / "run"),
                 "method": args.method,
-                "model": {"path": args.model, "torch_threads": args.threads},
+                "model": {
+                    "path": args.model,
+                    "torch_threads": args.threads,
+                    "trainable_layers": args.trainable_layers,
+                },
                 "data": {"path": str(args.questions)},
-                "rollout": {"factory": "agent", "options": options},  # the demo's budgets
+                # the demo's budgets
+                "rollout": {"factory": "agent", "options": options, "engine": args.engine},
                 "training": {
                     "max_steps": args.steps,
                     "learning_rate": 1e-5,
@@ -180,7 +187,7 @@ def _agent_run(args: argparse.Namespace) -> int:
     r = config.rollout
     print(
         f"model={args.model} method={args.method} judge={args.judge} batch={args.batch} "
-        f"generations={args.generations} budgets: turns={r.max_turns} turn_tokens={r.max_turn_tokens} "
+        f"generations={args.generations} engine={args.engine} trainable_layers={args.trainable_layers} budgets: turns={r.max_turns} turn_tokens={r.max_turn_tokens} "
         f"rollout_tokens={r.max_rollout_tokens or config.training.max_completion_length} "
         f"obs_tokens={r.max_obs_tokens} topk={r.topk}"
     )
@@ -221,6 +228,18 @@ def main() -> int:
     )
     parser.add_argument(
         "--questions", default=str(DEMO / "questions.jsonl"), help="agent rollout: FlashRAG questions"
+    )
+    parser.add_argument(
+        "--trainable-layers",
+        type=int,
+        default=DEMO_TRAINABLE_LAYERS,
+        help="agent rollout: train the top N layers (default: the new-run form's; 0: every weight)",
+    )
+    parser.add_argument(
+        "--engine",
+        default="transformers",
+        choices=("transformers", "vllm"),
+        help="agent rollout: what generates (vllm needs .venv-vllm; docs/vllm.md)",
     )
     parser.add_argument("--steps", type=int, default=4, help="timed steps (one more is run as warm-up)")
     parser.add_argument("--batch", type=int, default=8)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from trainer.config import ALGORITHMS, RolloutConfig, TrainingConfig
+from trainer.config import ALGORITHMS, DEMO_TRAINABLE_LAYERS, RolloutConfig, TrainingConfig
 from webapp.runs.models import Method
 
 DEFAULT_METHODS = ("search_r1", "hiprag")
@@ -23,7 +23,7 @@ DEFAULT_ROLLOUT_TOKENS = (
     512  # webapp.training.forms.DEMO_ROLLOUT_TOKENS: two searches, their turns and the answer fit
 )
 DEFAULT_LEARNING_RATE = 1e-5  # the new-run form's: moves a 135M policy within a few steps
-DEFAULT_TRAINABLE_LAYERS = 10  # the warm start's: the backward pass stops at SmolLM2's layer 20 of 30
+DEFAULT_TRAINABLE_LAYERS = DEMO_TRAINABLE_LAYERS  # the backward pass stops at SmolLM2's layer 20 of 30
 _R, _T = RolloutConfig(), TrainingConfig()
 # A trainer.config field at fault → the experiment's option (the command's --option, the form's field).
 CONFIG_FIELDS = {

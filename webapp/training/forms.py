@@ -9,7 +9,15 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from trainer.config import TINY_MODEL, ConfigError, LoggingConfig, PPOConfig, RolloutConfig, TrainingConfig
+from trainer.config import (
+    DEMO_TRAINABLE_LAYERS,
+    TINY_MODEL,
+    ConfigError,
+    LoggingConfig,
+    PPOConfig,
+    RolloutConfig,
+    TrainingConfig,
+)
 from trainer.warm_start import WarmStartData, WarmStartTraining
 from webapp.common.fieldsets import FieldsetsMixin
 from webapp.corpora.models import Index
@@ -140,9 +148,9 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
     trainable_layers = forms.IntegerField(
         required=False,
         min_value=0,
-        initial=0,
+        initial=DEMO_TRAINABLE_LAYERS,
         label="train the top N layers",
-        help_text="0: every weight. SmolLM2 has 30; 10 is about 1.8× less backward compute on a CPU.",
+        help_text="0: every weight (and with LoRA). SmolLM2 has 30; 10 is about 1.8× less backward compute on a CPU.",
     )
     critic_learning_rate = forms.FloatField(
         initial=_P.critic_learning_rate, label="critic learning rate (PPO)"

@@ -56,6 +56,19 @@ def test_the_budgets_reach_the_trainers_config(form_data):
     assert {name: rollout[name] for name in budgets} == budgets
 
 
+def test_the_form_trains_the_demos_top_layers_by_default_and_lora_asks_for_zero(form_data):
+    from trainer.config import DEMO_TRAINABLE_LAYERS
+    from webapp.training.config import build_config
+
+    assert TrainingRunForm().fields["trainable_layers"].initial == DEMO_TRAINABLE_LAYERS == 10
+    form = TrainingRunForm({**form_data, "trainable_layers": DEMO_TRAINABLE_LAYERS})
+    assert form.is_valid(), form.errors
+    assert build_config(form.cleaned_data, output_dir="out")["model"]["trainable_layers"] == 10
+    form = TrainingRunForm({**form_data, "trainable_layers": DEMO_TRAINABLE_LAYERS, "lora": "on"})
+    assert not form.is_valid()
+    assert "must be 0 with model.lora" in form.errors["trainable_layers"][0]
+
+
 def test_it_wants_an_endpoint_judge_named_and_its_key_by_variable_name(form_data):
     form = TrainingRunForm({**form_data, "judge": "endpoint", "judge_api_key_env": "sk-live-123"})
 
