@@ -284,8 +284,12 @@ class WarmStartCallback(TrainerCallback):
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        self.progress.step, self.progress.max_steps = state.global_step + 1, state.max_steps
-        self.progress.update("train", state.global_step + 1, state.max_steps, "supervised warm start")
+        self.progress.begin_step(state.global_step + 1, state.max_steps, "train", "supervised warm start")
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.progress.end_step(next_phase="train")  # the mean batch time, so the warm start's page has an ETA
 
     def on_log(
         self,

@@ -42,17 +42,23 @@ class ProgressReporter:
 
     # --- what callers report ----------------------------------------------------------------------------------
 
-    def begin_step(self, step: int, max_steps: int) -> None:
-        """A new optimizer step (1-based) starts: its rollouts are generated next."""
+    def begin_step(
+        self, step: int, max_steps: int, phase: str = "generate", detail: str = "starting rollouts"
+    ) -> None:
+        """A new optimizer step (1-based) starts: by default its rollouts are generated next (the warm start's
+        steps are ``train`` batches)."""
         self.step, self.max_steps = step, max_steps
         self.step_started = self.clock()
-        self.update("generate", 0, 0, "starting rollouts")
+        self.update(
+            phase, step if phase != "generate" else 0, max_steps if phase != "generate" else 0, detail
+        )
 
-    def end_step(self) -> None:
+    def end_step(self, next_phase: str = "generate") -> None:
+        """The step finished: its time feeds the mean step time and so the ETA."""
         if self.step_started is not None:
             self.step_seconds.append(self.clock() - self.step_started)
         self.step_started = None
-        self.update("done" if self.step >= self.max_steps else "generate", 0, 0, "step finished", force=True)
+        self.update("done" if self.step >= self.max_steps else next_phase, 0, 0, "step finished", force=True)
 
     def update(
         self, phase: str, done: int = 0, total: int = 0, detail: str = "", *, force: bool = False

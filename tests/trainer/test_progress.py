@@ -35,6 +35,22 @@ def test_it_adds_up_time_per_phase_and_estimates_the_rest_of_the_run(tmp_path: P
     assert progress.snapshot()["eta_seconds"] == 70.0  # this step's 10 s are already spent
 
 
+def test_warm_start_batches_are_steps_with_an_eta(tmp_path: Path) -> None:
+    clock = Clock()
+    progress = ProgressReporter(tmp_path, clock=clock)
+    progress.begin_step(1, 42, "train", "supervised warm start")
+    assert (progress.snapshot()["phase"], progress.snapshot()["step"]) == ("train", 1)
+    clock.now += 60
+    progress.end_step(next_phase="train")
+    snapshot = read_progress(tmp_path)
+    assert snapshot is not None
+    assert (snapshot["phase"], snapshot["mean_step_seconds"], snapshot["eta_seconds"]) == (
+        "train",
+        60.0,
+        2460.0,
+    )
+
+
 def test_judge_calls_are_counted_without_taking_the_phase_from_generation(tmp_path: Path) -> None:
     clock = Clock()
     progress = ProgressReporter(tmp_path, clock=clock)
