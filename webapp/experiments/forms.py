@@ -128,26 +128,7 @@ class ExperimentForm(FieldsetsMixin, forms.Form):
             ),
         ),
         ("Judge", ("judge", "judge_base_url", "judge_model", "judge_api_key_env")),
-        (
-            "Training and budgets (training and evaluation)",
-            (
-                "steps",
-                "seed",
-                "algorithm",
-                "learning_rate",
-                "num_generations",
-                "batch_size",
-                "trainable_layers",
-                "max_turns",
-                "max_turn_tokens",
-                "max_rollout_tokens",
-                "max_obs_tokens",
-                "topk",
-                "eval_batch_size",
-                "eval_engine",
-                "resamples",
-            ),
-        ),
+        ("Training and budgets (training and evaluation)", BUDGETS),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -23,7 +23,14 @@ from webapp.common.fieldsets import FieldsetsMixin
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.runs.models import Method, Run
-from webapp.training.config import build_config, default_model_path, form_field_for
+from webapp.training.config import (
+    BUDGET_FIELDS,
+    PPO_FIELDS,
+    TRAINING_FIELDS,
+    build_config,
+    default_model_path,
+    form_field_for,
+)
 
 ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _T, _P, _L, _R = TrainingConfig(), PPOConfig(), LoggingConfig(), RolloutConfig()
@@ -169,31 +176,10 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
             "Rollouts and judge",
             ("rollout", "index", "judge", "judge_base_url", "judge_model", "judge_api_key_env"),
         ),
-        (
-            "Budgets (every rollout stops at the first it reaches)",
-            ("max_turns", "max_turn_tokens", "max_rollout_tokens", "max_obs_tokens", "topk"),
-        ),
+        ("Budgets (every rollout stops at the first it reaches)", BUDGET_FIELDS),
         ("Reward weights", ("lambda_f", "lambda_p", "reward_params")),
-        (
-            "Optimisation (TRL)",
-            (
-                "max_steps",
-                "learning_rate",
-                "num_generations",
-                "per_device_train_batch_size",
-                "gradient_accumulation_steps",
-                "num_iterations",
-                "max_completion_length",
-                "beta",
-                "epsilon",
-                "temperature",
-                "loss_type",
-                "seed",
-                "lora",
-                "trainable_layers",
-            ),
-        ),
-        ("PPO critic", ("critic_learning_rate", "gamma", "lam", "vf_coef")),
+        ("Optimisation (TRL)", (*TRAINING_FIELDS, "lora", "trainable_layers")),
+        ("PPO critic", PPO_FIELDS),
         ("Samples", ("sample_every", "samples_per_log")),
     )
 
