@@ -49,9 +49,7 @@ class ProgressReporter:
         steps are ``train`` batches)."""
         self.step, self.max_steps = step, max_steps
         self.step_started = self.clock()
-        self.update(
-            phase, step if phase != "generate" else 0, max_steps if phase != "generate" else 0, detail
-        )
+        self.update(phase, 0, 0, detail)
 
     def end_step(self, next_phase: str = "generate") -> None:
         """The step finished: its time feeds the mean step time and so the ETA."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,14 +113,46 @@ def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
     target = var / "models" / WARM_MODEL_NAME
     if not (target / "warm_start.json").is_file():
         say(
-            "warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats (once; about 20–40 CPU "
-            f"minutes; progress in {target / 'progress.json'})…"
+            "warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats (once; about 35–50 "
+            f"minutes on 2 cores; progress in {target / 'progress.json'})…"
         )
-    ensure_demo_warm_model(var, Path(settings.SHARED_DIR))
+    with progress_lines(target, say):
+        ensure_demo_warm_model(var, Path(settings.SHARED_DIR))
     if not Run.objects.filter(
         kind=Run.Kind.WARM_START, model_name__endswith="SmolLM2-135M-Instruct"
     ).exists():
         _record_warm_start(target)
+
+
+@contextmanager
+def progress_lines(folder: Path, say: Callable[[str], None], *, every: float = 60.0) -> Iterator[None]:
+    """While a job writes its heartbeat into ``folder`` (trainer.progress), say where it is every ``every`` seconds
+    when that changed: the step, the phase and the ETA the run page shows. Forty silent minutes read as a hang."""
+    from trainer.progress import read_progress
+    from webapp.training.progress_view import progress_view
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        last = ""
+        while not stop.wait(every):
+            view = progress_view(read_progress(folder))
+            if view is None:
+                continue
+            line = f"  step {view.step} of {view.max_steps}: {view.phase}" + (
+                f", {view.eta}" if view.eta else ""
+            )
+            if line != last:
+                say(line)
+                last = line
+
+    thread = threading.Thread(target=watch, name="progress-lines", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _record_warm_start(folder: Path) -> Run:

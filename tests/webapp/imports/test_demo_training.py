@@ -55,3 +55,24 @@ def test_the_demo_is_ready_to_train_with_the_warm_model_on_its_index(settings, t
     assert form.fields["model_path"].initial == str(warm)
     assert (form.fields["rollout"].initial, form.fields["index"].initial) == ("agent", index.pk)
     assert form.fields["dataset"].initial is not None  # the demo's multi-hop questions
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_long_warm_start_says_its_step_and_eta_on_the_terminal(tmp_path):
+    import time
+
+    from trainer.progress import ProgressReporter
+    from webapp.imports.services_demo import progress_lines
+
+    said: list[str] = []
+    progress = ProgressReporter(tmp_path, min_interval=0)
+    with progress_lines(tmp_path, said.append, every=0.02):
+        progress.begin_step(1, 42, "train", "supervised warm start")
+        time.sleep(0.15)
+        progress.end_step(next_phase="train")
+        progress.begin_step(2, 42, "train", "supervised warm start")
+        time.sleep(0.15)
+    assert said[0] == "  step 1 of 42: training (supervised warm start)"
+    assert said[-1].startswith("  step 2 of 42: training (supervised warm start), about ")
+    assert said[-1].endswith(" left")
+    assert len(said) == len(set(said))  # a line only when it changed
