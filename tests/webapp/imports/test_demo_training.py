@@ -57,7 +57,6 @@ def test_the_demo_is_ready_to_train_with_the_warm_model_on_its_index(settings, t
     assert form.fields["dataset"].initial is not None  # the demo's multi-hop questions
 
 
-@pytest.mark.django_db(transaction=False)
 def test_a_long_warm_start_says_its_step_and_eta_on_the_terminal(tmp_path):
     import time
 
@@ -65,14 +64,24 @@ def test_a_long_warm_start_says_its_step_and_eta_on_the_terminal(tmp_path):
     from webapp.imports.services_demo import progress_lines
 
     said: list[str] = []
+
+    def wait_for(prefix: str) -> str:
+        """The watcher's next line with this prefix (no fixed sleep: a loaded machine may be slow to run it)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if said and said[-1].startswith(prefix):
+                return said[-1]
+            time.sleep(0.01)
+        raise AssertionError(f"no line starting {prefix!r}: {said}")
+
     progress = ProgressReporter(tmp_path, min_interval=0)
     with progress_lines(tmp_path, said.append, every=0.02):
         progress.begin_step(1, 42, "train", "supervised warm start")
-        time.sleep(0.15)
+        assert wait_for("  step 1 ") == "  step 1 of 42: training (supervised warm start)"
         progress.end_step(next_phase="train")
         progress.begin_step(2, 42, "train", "supervised warm start")
-        time.sleep(0.15)
-    assert said[0] == "  step 1 of 42: training (supervised warm start)"
-    assert said[-1].startswith("  step 2 of 42: training (supervised warm start), about ")
-    assert said[-1].endswith(" left")
+        line = wait_for("  step 2 ")
+    assert line.startswith("  step 2 of 42: training (supervised warm start), about ") and line.endswith(
+        " left"
+    )
     assert len(said) == len(set(said))  # a line only when it changed
