@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -272,17 +272,23 @@ def test_it_gives_the_trainer_ids_and_an_env_mask() -> None:
 
 def test_it_starts_the_finished_callback_while_others_still_generate(searcher: KeywordSearcher) -> None:
     events: list[str] = []
+    quick_judged = threading.Event()
 
     def policy(text: str) -> str:
         if "Quick" in text:
             return "<think> known </think><answer> Paris </answer>"
         if "<information>" in response(text):
-            time.sleep(0.2)  # generation runs in a worker thread; the event loop is free meanwhile
+            # Generation runs in a worker thread, so the event loop can start the quick rollout's judge meanwhile.
+            # Wait for it (no fixed sleep: a loaded machine may be slow); a loop that judged only after every
+            # rollout finished would never set it, and the order below would show it.
+            quick_judged.wait(timeout=30)
             events.append("slow generated its second turn")
         return search_r1_policy(text)
 
     async def on_finished(rollout: Rollout) -> None:
         events.append(f"judge {rollout.question.id}")
+        if rollout.question.id == "quick":
+            quick_judged.set()
 
     class RecordingSearcher(KeywordSearcher):
         def search(self, queries, topk):  # type: ignore[no-untyped-def]
