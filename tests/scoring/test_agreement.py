@@ -302,7 +302,9 @@ def test_it_runs_a_200_trajectory_audit_with_2000_resamples_fast() -> None:
     report = audit_agreement(items, n_resamples=2000)
     elapsed = time.perf_counter() - started
     assert report.n_items == 1000 and all(i.n_resamples == 2000 for i in report.intervals.values())
-    assert elapsed < 1.0, f"{elapsed:.2f}s"
+    # A guard against an accidental quadratic, 10x above a slow, busy 2-core machine, not a benchmark (bench/audit.py
+    # prints the report's time at this size): a tight bound here flaked when other jobs shared the machine.
+    assert elapsed < 10.0, f"{elapsed:.2f}s"
 
 
 labels = st.sampled_from(["a", "b", "c"])
