@@ -80,6 +80,12 @@ def measure(
         / max(1, sum(t.valid for t in trajectories)),
         "seconds_per_rollout": seconds / len(rollouts),
         "ends": Counter(r.end for r in rollouts),
+        "why_invalid": Counter(t.error.reason for t in trajectories if t.error is not None),
+        "invalid": [
+            {"question": r.question.id, "end": r.end, "error": str(t.error), "text": r.text}
+            for r, t in zip(rollouts, trajectories, strict=True)
+            if t.error is not None
+        ],
         "example": rollouts[0].text,
     }
 
@@ -98,6 +104,11 @@ def main() -> int:
         "--rollout-tokens", type=int, default=512, help="tokens per rollout (the demo's: 512)"
     )
     parser.add_argument("--only", choices=("base", "warm"), help="measure one model")
+    parser.add_argument(
+        "--invalid",
+        type=Path,
+        help="write each model's invalid rollouts (text and parse error) to this JSONL",
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from retrieval.api import searcher_for_index
@@ -118,6 +129,12 @@ def main() -> int:
             f"format-ok {name}: {result['format_ok']:.3f}  ({result['seconds_per_rollout']:.1f} s/rollout, "
             f"{result['searches']:.2f} searches per valid trajectory; ends: {ends})"
         )
+        why = "; ".join(f"{reason} ×{n}" for reason, n in result["why_invalid"].most_common())
+        print(f"  invalid {name}: {why or 'none'}")
+        if args.invalid:
+            with args.invalid.open("a", encoding="utf-8") as handle:
+                for row in result["invalid"]:
+                    handle.write(json.dumps({"model": name, **row}, ensure_ascii=False) + "\n")
         if args.show:
             print(result["example"])
     return 0
