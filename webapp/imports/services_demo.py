@@ -139,9 +139,8 @@ def progress_lines(folder: Path, say: Callable[[str], None], *, every: float = 6
             view = progress_view(read_progress(folder))
             if view is None:
                 continue
-            line = f"  step {view.step} of {view.max_steps}: {view.phase}" + (
-                f", {view.eta}" if view.eta else ""
-            )
+            step = f"step {view.step} of {view.max_steps}: " if view.max_steps else ""  # none while loading
+            line = f"  {step}{view.phase}" + (f", {view.eta}" if view.eta else "")
             if line != last:
                 say(line)
                 last = line
