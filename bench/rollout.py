@@ -231,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{engine}: no result line in its output:\n{done.stdout[-2000:]}", file=sys.stderr)
             return 1
         results.append(json.loads(lines[-1]))
+        # Each engine's figures as soon as it is done: a later engine that fails loses nothing of this one's.
+        print(f"{engine}: {lines[-1]}", flush=True)
     print(table(results))
     return 0
 
