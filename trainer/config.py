@@ -31,7 +31,7 @@ METHODS = ("search_r1", "hiprag", "autosearch", "search_p1", "tiresrag")
 ALGORITHMS = ("grpo", "ppo")
 TINY_MODEL = "tiny-random"
 # The demo's and the experiments' model.trainable_layers (the warm start's too): SmolLM2's top 10 of 30 layers train,
-# so the backward pass stops at layer 20, ~1.8x less update compute on a CPU (bench/training.py --trainable-layers).
+# so the backward pass stops at layer 20: the update took 1.71x less time on a CPU (docs/benchmarks.md).
 # The config's own default stays 0, every weight, as the papers train on GPUs.
 DEMO_TRAINABLE_LAYERS = 10
 
