@@ -110,6 +110,11 @@ def main() -> int:
         help="write each model's invalid rollouts (text and parse error) to this JSONL",
     )
     args = parser.parse_args()
+    if args.invalid:
+        try:  # before minutes of rollouts, not after them
+            args.invalid.open("a", encoding="utf-8").close()
+        except OSError as error:
+            parser.error(f"--invalid {args.invalid}: cannot write there ({error.strerror})")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from retrieval.api import searcher_for_index
 
