@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,9 +57,16 @@ def _phase(progress: Mapping[str, Any]) -> str:
     return f"{text} ({detail})" if detail else text
 
 
-def progress_view(progress: Mapping[str, Any] | None) -> ProgressView | None:
+def progress_view(progress: Mapping[str, Any] | None, now: float | None = None) -> ProgressView | None:
+    """``now`` (default: the clock) ages the heartbeat: the trainer writes it when something changes, and a first
+    turn can generate for a minute without a change, so "this step" and the ETA move on from the heartbeat's time
+    instead of standing still."""
     if not progress or not progress.get("phase"):
         return None
+    written = progress.get("time")
+    age = 0.0
+    if isinstance(written, int | float) and progress.get("phase") != "done":
+        age = max(0.0, (time.time() if now is None else now) - float(written))
     step, max_steps = int(progress.get("step") or 0), int(progress.get("max_steps") or 0)
     calls = (progress.get("counters") or {}).get("judge_calls")
     judge_calls = ""
@@ -71,7 +79,7 @@ def progress_view(progress: Mapping[str, Any] | None) -> ProgressView | None:
         max_steps=max_steps,
         phase=_phase(progress),
         judge_calls=judge_calls,
-        step_elapsed=duration(float(progress.get("step_elapsed") or 0)),
-        eta=f"about {duration(float(eta))} left" if isinstance(eta, int | float) else "",
+        step_elapsed=duration(float(progress.get("step_elapsed") or 0) + age),
+        eta=f"about {duration(max(0.0, float(eta) - age))} left" if isinstance(eta, int | float) else "",
         percent=round(100 * done_steps / max_steps) if max_steps else 0,
     )

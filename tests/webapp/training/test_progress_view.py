@@ -66,3 +66,19 @@ def test_the_log_tail_leaves_out_known_library_warnings_but_keeps_tracebacks(tmp
         "    trainer.train()",
         "RuntimeError: boom",
     ]
+
+
+def test_a_heartbeat_ages_while_a_long_turn_generates_without_writing_one() -> None:
+    heartbeat = {
+        "phase": "generate",
+        "step": 1,
+        "max_steps": 3,
+        "step_elapsed": 0.0,
+        "eta_seconds": 300.0,
+        "time": 1000.0,
+    }
+    view = progress_view(heartbeat, now=1045.0)
+    assert view is not None and (view.step_elapsed, view.eta) == ("45 s", "about 4 min left")
+    assert progress_view(heartbeat, now=990.0).step_elapsed == "0 s"  # type: ignore[union-attr]  # clock skew
+    finished = progress_view({**heartbeat, "phase": "done", "step_elapsed": 12.0}, now=5000.0)
+    assert finished is not None and finished.step_elapsed == "12 s"  # a finished run's time does not grow
