@@ -5,6 +5,15 @@ tag), greedy when ``temperature == 0``, torch limited to ``threads`` threads (tw
 box, and a Celery worker shares the machine). Each row is then cut at a token boundary: at its first
 end-of-sequence token, or at the first token whose text completes a stop string (``text == decode(token_ids)``).
 
+**Shared prefix, computed once.** The rows of a batch share a long prefix: a method's prompt (HiPRAG's is ~450
+tokens) up to the question, often the question too (a GRPO group). Every turn of a multi-turn rollout sends the
+whole context again, so re-encoding that prefix for every row and every turn was most of a CPU rollout's time.
+The backend computes the prefix's key/value cache once (batch 1), keeps the last few, and starts each batched
+``generate`` from a copy of it: the rows' own suffixes follow, left-padded *after* the prefix, and the attention
+mask and the position ids (its cumulative sum, as ``generate`` derives them) make each row attend to exactly the
+text it would have seen on its own. The backend lives for one rollout batch in training (the weights change
+between steps, and so would the cache), for a whole evaluation otherwise.
+
 Log-probabilities (``logprobs=True``) come from one extra teacher-forced forward pass per row over prompt and
 completion, at the sampling temperature as TRL computes them — one forward pass against the ``n`` sequential ones
 of generation, so it costs little; off by default (evaluation does not need them, the trainer does).
@@ -14,10 +23,28 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from agent.backends import Generation, Message, chatml, first_stop
+
+# A shared prefix shorter than this is not worth a cache copy (a chat template's header alone is ~30 tokens).
+MIN_SHARED_PREFIX = 48
+# Prefix caches kept: a rollout's prompt prefix, and a judge's when the policy judges itself in between.
+PREFIX_CACHE_SIZE = 2
+
+
+def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens every row has in common."""
+    if not rows:
+        return 0
+    first, n = rows[0], min(len(r) for r in rows)
+    for i in range(n):
+        token = first[i]
+        if any(row[i] != token for row in rows):
+            return i
+    return n
 
 
 class TransformersBackend:
@@ -46,6 +73,8 @@ class TransformersBackend:
         self.max_batch_size = max_batch_size
         self.logprobs = logprobs
         self._lock = threading.Lock()  # one generate at a time: rollouts call it from worker threads
+        self._prefixes: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
+        self.reuse_prefix = True  # False: every row encodes its whole context (the reference behaviour)
 
     @classmethod
     def from_pretrained(
@@ -133,7 +162,9 @@ class TransformersBackend:
 
         if seed is not None:
             torch.manual_seed(seed)
-        batch = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+        rows = [list(self.tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
+        prefix = self._reusable_prefix(rows) if self.reuse_prefix else ()
+        batch = _packed(rows, len(prefix), int(self.tokenizer.pad_token_id))
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new_tokens,
             "pad_token_id": self.tokenizer.pad_token_id,
@@ -146,6 +177,8 @@ class TransformersBackend:
         if stop:
             kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         with torch.inference_mode():
+            if prefix:
+                kwargs["past_key_values"] = self._prefix_cache(prefix, len(rows))
             sequences = self.model.generate(**batch, **kwargs)
         width = batch["input_ids"].shape[1]
         prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
@@ -158,6 +191,33 @@ class TransformersBackend:
                 self._with_logprobs(batch, row, width, gen, temperature) for row, gen in enumerate(results)
             ]
         return results
+
+    def _reusable_prefix(self, rows: Sequence[Sequence[int]]) -> tuple[int, ...]:
+        """The prefix whose cache this batch starts from: a kept one every row starts with (the longest), else the
+        rows' shared prefix when it is long enough (:data:`MIN_SHARED_PREFIX`), else none. Every row keeps at least one token of its own,
+        which ``generate`` needs as input."""
+        limit = min(len(r) for r in rows) - 1
+        for key in sorted(self._prefixes, key=len, reverse=True):
+            if len(key) <= limit and all(tuple(r[: len(key)]) == key for r in rows):
+                self._prefixes.move_to_end(key)
+                return key
+        n = min(shared_prefix_length(rows), limit)
+        return tuple(rows[0][:n]) if n >= MIN_SHARED_PREFIX else ()
+
+    def _prefix_cache(self, prefix: tuple[int, ...], batch_size: int) -> Any:
+        """A fresh ``DynamicCache`` of ``prefix`` for ``batch_size`` rows (generation appends to its copy, never to
+        the kept tensors)."""
+        import torch
+        from transformers import DynamicCache
+
+        if prefix not in self._prefixes:
+            out = self.model(torch.tensor([prefix]), use_cache=True)
+            self._prefixes[prefix] = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            while len(self._prefixes) > PREFIX_CACHE_SIZE:
+                self._prefixes.popitem(last=False)
+        cache = DynamicCache(ddp_cache_data=self._prefixes[prefix], config=self.model.config)
+        cache.batch_repeat_interleave(batch_size)
+        return cache
 
     def _finish(self, ids: list[int], stop: Sequence[str], prompt_tokens: int) -> Generation:
         eos = self.tokenizer.eos_token_id
@@ -207,6 +267,17 @@ class TransformersBackend:
             logits = logits / temperature
         chosen = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids).unsqueeze(1)).squeeze(1)
         return Generation(**{**_fields(generation), "logprobs": tuple(float(x) for x in chosen.tolist())})
+
+
+def _packed(rows: Sequence[Sequence[int]], prefix: int, pad_id: int) -> dict[str, Any]:
+    """``input_ids`` and ``attention_mask`` of rows sharing their first ``prefix`` tokens: the prefix, then each
+    row's own tokens left-padded to the longest (with ``prefix`` 0, plain left padding)."""
+    import torch
+
+    width = max(len(r) for r in rows) - prefix
+    ids = [[*r[:prefix], *[pad_id] * (width - len(r) + prefix), *r[prefix:]] for r in rows]
+    mask = [[1] * prefix + [0] * (width - len(r) + prefix) + [1] * (len(r) - prefix) for r in rows]
+    return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
 
 
 def _fields(generation: Generation) -> dict[str, Any]:

@@ -106,9 +106,9 @@ class AgentRollout:
         if self.engine == "vllm":
             backend = self._vllm_backend()
         else:
-            backend = TransformersBackend(
-                policy, self.tokenizer, threads=None
-            )  # sets eval mode for generation
+            # A new backend per batch (it sets eval mode for generation): its cache of the prompts' shared prefix
+            # must not outlive the weights it was computed with, and the policy changes every step.
+            backend = TransformersBackend(policy, self.tokenizer, threads=None)
         try:
             questions = [
                 Question(

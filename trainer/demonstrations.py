@@ -28,13 +28,21 @@ from retrieval.searcher import Searcher
 from scoring.formats import parse
 from scoring.metrics import normalize_answer
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+_WORD = re.compile(r"[^\W_][\w'\-]*")  # Unicode letters: "Seán" is one word, not "Se" and "n"
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _STOPWORDS = frozenset(
     "a an and are as at be by did do does for from had has have he her his how in is it its of on or she that the "
     "their them they this to was were what when where which who whom whose why will with".split()
 )
-MAX_CONCLUSION_WORDS = 30
+# "Doc 1(Title: Mario Costa (director)) text": a title may hold one level of parentheses.
+_PASSAGE = re.compile(r"Doc \d+\(Title: ((?:[^()]|\([^()]*\))*)\)(.*?)(?=Doc \d+\(Title: |$)", re.S)
+_CLAUSE_WORDS = frozenset("and but which who whom where while whose".split())
+# A parenthetical, or one the observation budget cut open ("Grangier( 5 May 1911 – 27 April 1").
+_PARENTHETICAL = re.compile(r"\s*\([^()]*(?:\)|$)")
+# A conclusion's words: about 25 tokens, so Search-R1's turn (conclusion, next intent, query) fits the demo's
+# 64-token turn budget. 30 words made 35 of HiPRAG's 256 model turns and 83 of Search-R1's 152 exceed 50 tokens
+# (up to 123): turns the budget would cut at training time.
+MAX_CONCLUSION_WORDS = 14
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,20 +123,56 @@ def query_for(title: str, question: str) -> str:
     return " ".join([title, *extra]).strip()
 
 
-def conclusion_from(observation: str, title: str, question: str) -> str:
-    """The retrieved sentence that shares most words with the fact's title and the question (first wins ties),
-    cut to :data:`MAX_CONCLUSION_WORDS` words, without any markup."""
+def conclusion_from(
+    observation: str, title: str, question: str, max_words: int = MAX_CONCLUSION_WORDS
+) -> str:
+    """A short conclusion from the retrieved passages: a sentence of the passage titled ``title`` (of every passage
+    when none is), the one sharing most words with the title and the question (first wins ties), without its
+    parentheticals, cut at a clause boundary to at most ``max_words`` words, without any markup.
+
+    Short and plain on purpose: a conclusion is one model turn, and a demonstration's turn must fit the training
+    run's per-turn token budget (``max_turn_tokens``, 64 in the demo) with room to spare, or the warm model learns
+    turns the budget cuts. Parentheticals (dates, other-language names, ``Tokaleya Tonga: Mosi - oa - Tunya``)
+    are what a small model copies into repetition loops under greedy decoding; they carry little of the bridge
+    fact. Choosing from the hop's own passage keeps a later hop from repeating an earlier hop's conclusion."""
     text = re.sub(r"<[^>]+>", " ", observation)
-    text = re.sub(r"Doc \d+\(Title: [^)]*\)|\(\d+\)", " ", text)
+    passages = [(t.strip(), body) for t, body in _PASSAGE.findall(text)] or [("", text)]
+    own = [body for t, body in passages if t.lower() == title.strip().lower()]
     wanted = {w.lower() for w in content_words(f"{title} {question}")}
-    best, best_score = "", -1
-    for sentence in _SENTENCE.split(" ".join(text.split())):
-        score = len({w.lower() for w in content_words(sentence)} & wanted)
-        if score > best_score and len(sentence.split()) >= 4:
-            best, best_score = sentence, score
-    words = best.split()[:MAX_CONCLUSION_WORDS]
-    sentence = " ".join(words).rstrip(",;:")
-    return sentence if sentence.endswith((".", "!", "?")) else sentence + "."
+    for bodies in (own, [body for _, body in passages]):
+        plain = _PARENTHETICAL.sub(" ", re.sub(r"\(\d+\)", " ", " ".join(bodies)))
+        # A whole sentence beats one the observation budget cut off; then the most shared words; first wins ties.
+        scored = [
+            ((s.endswith((".", "!", "?")), len({w.lower() for w in content_words(s)} & wanted)), -i, s)
+            for i, s in enumerate(_SENTENCE.split(" ".join(plain.split())))
+            if len(s.split()) >= 4
+        ]
+        if scored:
+            best = max(scored)[2]
+            return _clause(re.sub(r"\s+([,.;:!?])", r"\1", best), max_words)
+    return f"Nothing was found about {title}."
+
+
+def _clause(sentence: str, max_words: int) -> str:
+    """``sentence`` in at most ``max_words`` words: whole when it fits, else up to its last comma, semicolon or
+    clause word ("and", "which", ...) within the limit (when that keeps at least half of it), else the first
+    ``max_words`` words; a sentence the observation budget cut off ends at such a boundary too. Never ends on a
+    dangling function word ("between Zambia and.")."""
+    words = sentence.split()
+    cut = len(words) > max_words or not sentence.endswith((".", "!", "?"))
+    if cut:  # a long sentence, or one the observation budget cut off: end it at a clause boundary
+        head = words[:max_words]
+        cuts = [
+            i
+            for i, w in enumerate(head)
+            if i + 1 >= max_words // 2
+            and (w.endswith((",", ";")) or (i + 1 < len(head) and head[i + 1].lower() in _CLAUSE_WORDS))
+        ]
+        words = head[: cuts[-1] + 1] if cuts else head
+        while len(words) > 1 and words[-1].lower().strip(",;:") in _STOPWORDS:
+            words.pop()
+    out = " ".join(words).rstrip(",;: ")
+    return out if out.endswith((".", "!", "?")) else out + "."
 
 
 def _last_block(text: str, start: str, end: str) -> str:
@@ -315,8 +359,11 @@ def build_demonstrations(
     max_obs_tokens: int = 200,
     topk: int = 3,
     max_turns: int = 4,
+    max_turn_tokens: int = 0,
 ) -> list[Demonstration]:
-    """Roll out ``plans`` with the method's loop, the real ``searcher`` and scripted turns; parse each."""
+    """Roll out ``plans`` with the method's loop, the real ``searcher`` and scripted turns; parse each. With
+    ``max_turn_tokens``, a demonstration with a longer model turn is invalid: the training run's budget would cut
+    that turn, so the model must not learn it."""
     loop = METHODS[method]()
     config = demonstration_config(method, max_obs_tokens=max_obs_tokens, topk=topk, max_turns=max_turns)
     usable = [p for p in plans if len(p.hops) <= max_turns]
@@ -338,6 +385,9 @@ def build_demonstrations(
             and trajectory.answer.strip() != plan.answer.strip()
         ):
             error = f"answer {trajectory.answer!r} is not the plan's {plan.answer!r}"
+        longest = max((len(g.token_ids or ()) for g in rollout.segments if g.source == "model"), default=0)
+        if not error and max_turn_tokens and longest > max_turn_tokens:
+            error = f"a model turn of {longest} tokens exceeds the turn budget ({max_turn_tokens})"
         out.append(Demonstration(method, plan.question.id, rollout.n_searches, rollout, not error, error))
     return out
 

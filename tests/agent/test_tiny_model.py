@@ -107,3 +107,53 @@ def test_it_is_greedy_and_reproducible_at_temperature_zero(tiny_backend: Any) ->
     first = tiny_backend.generate(["<answer>"], stop=(), max_new_tokens=8)
     second = tiny_backend.generate(["<answer>"], stop=(), max_new_tokens=8, seed=99)
     assert first[0].token_ids == second[0].token_ids
+
+
+def test_rows_sharing_a_prefix_generate_as_they_would_each_alone(tiny_backend: Any) -> None:
+    """The shared prefix is encoded once and each row's own tokens follow it, left-padded after it: greedy tokens
+    and their log-probabilities are those of a backend that encodes every row whole, and a later turn (the same
+    rows grown longer) starts from the kept prefix instead of encoding it again."""
+    from agent.backend_transformers import MIN_SHARED_PREFIX, shared_prefix_length
+
+    prefix = " ".join(CORPUS[:3])
+    rows = [prefix + " <answer>", prefix + " <search> capital of France </search>", prefix + " <step>"]
+    tokenizer = tiny_backend.tokenizer
+    encoded = [tokenizer.encode(r, add_special_tokens=False) for r in rows]
+    assert shared_prefix_length(encoded) >= MIN_SHARED_PREFIX
+
+    def generate(prompts: list[str], reuse: bool) -> list[Any]:
+        tiny_backend.reuse_prefix = reuse
+        tiny_backend._prefixes.clear()
+        try:
+            return tiny_backend.generate(prompts, stop=(), max_new_tokens=6)
+        finally:
+            tiny_backend.reuse_prefix = True
+
+    whole = generate(rows, reuse=False)
+    shared = generate(rows, reuse=True)
+    assert len(tiny_backend._prefixes) == 1
+    for a, b in zip(whole, shared, strict=True):
+        assert a.token_ids == b.token_ids and a.prompt_tokens == b.prompt_tokens
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+    # The next turn: the same rows grown by their generations; the kept prefix serves it (no second entry).
+    grown = [r + g.text + " </answer>" for r, g in zip(rows, shared, strict=True)]
+    (kept,) = tiny_backend._prefixes
+    again = tiny_backend.generate(grown, stop=(), max_new_tokens=6)
+    assert list(tiny_backend._prefixes) == [kept]
+    tiny_backend.reuse_prefix = False
+    try:
+        assert [g.token_ids for g in again] == [
+            g.token_ids for g in tiny_backend.generate(grown, stop=(), max_new_tokens=6)
+        ]
+    finally:
+        tiny_backend.reuse_prefix = True
+
+
+def test_the_shared_prefix_length() -> None:
+    from agent.backend_transformers import shared_prefix_length
+
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
+    assert shared_prefix_length([[5, 6]]) == 2
+    assert shared_prefix_length([[1], [2]]) == 0
+    assert shared_prefix_length([]) == 0

@@ -10,7 +10,7 @@ import pytest
 
 from tests.agent.conftest import PASSAGES, KeywordSearcher
 from trainer.config import METHODS, ConfigError
-from trainer.demonstrations import build_demonstrations, needs_search, plan_for, tokenized
+from trainer.demonstrations import build_demonstrations, conclusion_from, needs_search, plan_for, tokenized
 from trainer.warm_start import check_inputs, main, warm_start_config
 
 ROWS = [
@@ -75,6 +75,46 @@ def test_retrieved_and_prompt_tokens_get_no_loss(tokenizer: Any) -> None:
             assert labels == example["input_ids"][at : at + width]
         at += width
     assert example["labels"][-1] == tokenizer.eos_token_id  # it learns to stop after the answer
+
+
+def test_a_conclusion_is_a_short_plain_sentence_of_the_hops_own_passage() -> None:
+    observation = (
+        "Doc 1(Title: Empress Xiaomucheng) Empress Xiaomucheng (1781 – 17 February 1808) was a consort of the "
+        "Daoguang Emperor. She was one year his senior.\n"
+        "Doc 2(Title: Victoria Falls (waterfall)) Victoria Falls (Tokaleya Tonga: Mosi - oa - Tunya) is a "
+        "waterfall in southern Africa on the Zambezi River at the border between Zambia and Zimbabwe.\n"
+        "Doc 3(Title: Daoguang Emperor) The Daoguang Emperor (16 September 1782 – 26 February 185"
+    )
+    question = "Which emperor married Empress Xiaomucheng?"
+    # the passage titled as the hop, without its parentheticals (what small models copy into loops)
+    assert conclusion_from(observation, "Empress Xiaomucheng", question) == (
+        "Empress Xiaomucheng was a consort of the Daoguang Emperor."
+    )
+    # a title with parentheses still names its passage; a long sentence ends at a clause boundary
+    assert conclusion_from(observation, "Victoria Falls (waterfall)", "Where is Victoria Falls?") == (
+        "Victoria Falls is a waterfall in southern Africa on the Zambezi River."
+    )
+    # the hop's passage was cut inside a parenthetical, leaving no sentence: another passage's best one
+    assert conclusion_from(observation, "Daoguang Emperor", question) == (
+        "Empress Xiaomucheng was a consort of the Daoguang Emperor."
+    )
+    assert conclusion_from("", "Nowhere", question) == "Nothing was found about Nowhere."
+
+
+def test_a_demonstration_with_a_turn_over_the_turn_budget_is_left_out(tokenizer: Any) -> None:
+    plan = plan_for(ROWS[0])
+    assert plan is not None
+    [free] = build_demonstrations("hiprag", [plan], KeywordSearcher(PASSAGES), tokenizer)
+    longest = max(len(s.token_ids or ()) for s in free.rollout.segments if s.source == "model")
+    [fits] = build_demonstrations(
+        "hiprag", [plan], KeywordSearcher(PASSAGES), tokenizer, max_turn_tokens=longest
+    )
+    assert fits.valid, fits.error
+    [cut] = build_demonstrations(
+        "hiprag", [plan], KeywordSearcher(PASSAGES), tokenizer, max_turn_tokens=longest - 1
+    )
+    assert not cut.valid
+    assert cut.error == f"a model turn of {longest} tokens exceeds the turn budget ({longest - 1})"
 
 
 def test_the_no_search_rule() -> None:
