@@ -194,8 +194,8 @@ class TransformersBackend:
 
     def _reusable_prefix(self, rows: Sequence[Sequence[int]]) -> tuple[int, ...]:
         """The prefix whose cache this batch starts from: a kept one every row starts with (the longest), else the
-        rows' shared prefix when it is long enough (:data:`MIN_SHARED_PREFIX`), else none. Every row keeps at least one token of its own,
-        which ``generate`` needs as input."""
+        rows' shared prefix when it is long enough (:data:`MIN_SHARED_PREFIX`), else none. Every row keeps at
+        least one token of its own, which ``generate`` needs as input."""
         limit = min(len(r) for r in rows) - 1
         for key in sorted(self._prefixes, key=len, reverse=True):
             if len(key) <= limit and all(tuple(r[: len(key)]) == key for r in rows):
