@@ -99,6 +99,7 @@ def warm_start_values(cleaned: Mapping[str, Any], *, output_dir: str, data_path:
         "index": index.path if index is not None else "",
         "methods": list(cleaned["methods"]),
         "max_obs_tokens": cleaned["max_obs_tokens"],
+        "max_turn_tokens": cleaned["max_turn_tokens"],
         "model": {"path": cleaned["model_path"]},
         "data": {
             "path": data_path,

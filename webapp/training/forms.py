@@ -298,12 +298,25 @@ class WarmStartForm(FieldsetsMixin, forms.Form):
         label="retrieved tokens per search",
         help_text="As in training.",
     )
+    max_turn_tokens = forms.IntegerField(
+        initial=_R.max_turn_tokens,
+        min_value=1,
+        label="tokens per turn",
+        help_text="As in training: a demonstration with a longer model turn is left out.",
+    )
 
     fieldsets = (
         ("What to teach", ("name", "model_path", "methods", "dataset", "split", "index")),
         (
             "Demonstrations and optimisation",
-            ("questions_per_method", "no_search_share", "max_obs_tokens", "epochs", "learning_rate"),
+            (
+                "questions_per_method",
+                "no_search_share",
+                "max_obs_tokens",
+                "max_turn_tokens",
+                "epochs",
+                "learning_rate",
+            ),
         ),
     )
 

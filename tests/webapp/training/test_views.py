@@ -164,6 +164,7 @@ def test_a_warm_start_run_is_created_from_its_form_and_supervised_with_the_warm_
         "epochs": 1,
         "learning_rate": "8e-5",
         "max_obs_tokens": 100,
+        "max_turn_tokens": 48,
     }
     assert researcher_client.get("/training/warm-start/").status_code == 200
     with (
@@ -177,6 +178,7 @@ def test_a_warm_start_run_is_created_from_its_form_and_supervised_with_the_warm_
     assert (run.kind, run.algorithm, run.method, run.index) == ("warm_start", "sft", "hiprag", index)
     assert run.config["methods"] == ["hiprag", "search_r1"] and run.config["index"] == index.path
     assert run.config["data"]["questions_per_method"] == 8
+    assert run.config["max_turn_tokens"] == 48  # the demonstrations keep to the run's turn budget
     delay.assert_called_once_with(run.pk)
     assert trainer_command(tmp_path / "c.json", kind=run.kind)[1:3] == ["-m", "trainer.warm_start"]
 
