@@ -397,17 +397,34 @@ def _train(
 
 WARM_MODEL_NAME = "SmolLM2-135M-Instruct-warm"
 DEMO_METHODS = ("hiprag", "search_r1")
+# The recipe of the demo's warm model: bumped whenever the demonstrations or the demo's warm-start settings change,
+# so a model cached by an older recipe is rebuilt instead of reused. 2: conclusions of at most 14 words from the
+# hop's own passage, no model turn over the 64-token turn budget (recipe 1, 30-word conclusions: format-ok 0.850).
+DEMO_RECIPE = 2
+
+
+def demo_warm_model_recipe(target: Path) -> int | None:
+    """The recipe a finished demo warm model was built with (1 for one from before recipes were recorded), or
+    ``None`` when ``target`` holds no finished model."""
+    summary = target / "warm_start.json"
+    if not (summary.is_file() and (target / "config.json").is_file()):
+        return None
+    try:
+        return int(json.loads(summary.read_text(encoding="utf-8")).get("demo_recipe", 1))
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def ensure_demo_warm_model(var_dir: Path, shared_dir: Path | None, *, base: Path | None = None) -> Path:
-    """The demo's warm-started SmolLM2 under ``var_dir/models``, made once (a finished folder is reused).
+    """The demo's warm-started SmolLM2 under ``var_dir/models``, made once (a finished folder of the current
+    :data:`DEMO_RECIPE` is reused; one of an older recipe is rebuilt in place).
 
     Demonstrations come from wiki_multihop's train questions and a BM25 index of its corpus (built in seconds,
     cached under ``var_dir/retrieval/indexes``) when ``shared_dir`` has them, else from the demo's own corpus and
     questions.
     """
     target = var_dir / "models" / WARM_MODEL_NAME
-    if (target / "warm_start.json").is_file() and (target / "config.json").is_file():
+    if demo_warm_model_recipe(target) == DEMO_RECIPE:
         return target
     from retrieval.index import IndexConfig, build_index
 
@@ -432,7 +449,10 @@ def ensure_demo_warm_model(var_dir: Path, shared_dir: Path | None, *, base: Path
             "methods": list(DEMO_METHODS),
         }
     )
-    run(config)
+    summary = run(config)
+    (target / "warm_start.json").write_text(
+        json.dumps({**summary, "demo_recipe": DEMO_RECIPE}, indent=2) + "\n"
+    )
     return target
 
 

@@ -216,3 +216,24 @@ def test_only_the_top_layers_train_when_asked(model: Any) -> None:
     assert trainable == {"1"}
     assert not model.model.embed_tokens.weight.requires_grad
     assert model.model.norm.weight.requires_grad
+
+
+def test_a_cached_demo_warm_model_of_an_older_recipe_is_rebuilt(tmp_path: Path, monkeypatch: Any) -> None:
+    from trainer import warm_start
+
+    target = tmp_path / "models" / warm_start.WARM_MODEL_NAME
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{}")
+    (target / "warm_start.json").write_text("{}")  # from before recipes were recorded: recipe 1
+    assert warm_start.demo_warm_model_recipe(target) == 1 != warm_start.DEMO_RECIPE
+    built: list[Any] = []
+    monkeypatch.setattr(warm_start, "run", lambda config: built.append(config) or {"examples": 3})
+
+    assert warm_start.ensure_demo_warm_model(tmp_path, None) == target
+    assert len(built) == 1 and built[0].output_dir == str(target)
+    assert json.loads((target / "warm_start.json").read_text()) == {
+        "examples": 3,
+        "demo_recipe": warm_start.DEMO_RECIPE,
+    }
+    warm_start.ensure_demo_warm_model(tmp_path, None)
+    assert len(built) == 1  # the current recipe's model is reused

@@ -97,7 +97,12 @@ def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
     from django.conf import settings
 
     from retrieval.encoders import DEFAULT_ENCODER
-    from trainer.warm_start import WARM_MODEL_NAME, ensure_demo_warm_model
+    from trainer.warm_start import (
+        DEMO_RECIPE,
+        WARM_MODEL_NAME,
+        demo_warm_model_recipe,
+        ensure_demo_warm_model,
+    )
     from webapp.corpora.models import Corpus, Index
     from webapp.corpora.services import index_build, index_create
 
@@ -111,10 +116,12 @@ def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
         say("no SmolLM2 under VAR_DIR/models: run `python -m agent.setup_model` (make demo does) to train it")
         return
     target = var / "models" / WARM_MODEL_NAME
-    if not (target / "warm_start.json").is_file():
+    recipe = demo_warm_model_recipe(target)
+    if recipe != DEMO_RECIPE:
+        older = f" (the cached one is of recipe {recipe}, now {DEMO_RECIPE}: rebuilt)" if recipe else ""
         say(
-            "warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats (once; about 35–50 "
-            f"minutes on 2 cores; progress in {target / 'progress.json'})…"
+            f"warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats{older} (once; about "
+            f"35–50 minutes on 2 cores; progress in {target / 'progress.json'})…"
         )
     with progress_lines(target, say):
         ensure_demo_warm_model(var, Path(settings.SHARED_DIR))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer.warm_start import DEMO_RECIPE
 from webapp.corpora.models import Index
 from webapp.imports.services_demo import demo_prepare_training, demo_seed
 from webapp.runs.models import MetricPoint, Run
@@ -22,7 +23,7 @@ def _finished_warm_start(var: Path) -> Path:
     for folder in (base, warm):
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
-    (warm / "warm_start.json").write_text("{}")
+    (warm / "warm_start.json").write_text(json.dumps({"demo_recipe": DEMO_RECIPE}))
     (warm / "warm_start_config.json").write_text(
         json.dumps({"methods": ["hiprag", "search_r1"], "model": {"path": str(base)}})
     )
