@@ -3,6 +3,8 @@
     python bench/rollout.py --engine both          # in .venv-vllm (`make vllm`); each engine in its own process
     python bench/rollout.py --engine transformers  # any environment
     python bench/rollout.py --engine vllm [--questions 64] [--method hiprag] [--model PATH] [--index PATH]
+    python bench/rollout.py --engine prefix        # transformers encoding every row whole, then with the shared
+                                                   # prefix encoded once (agent.backend_transformers), back to back
 
 Each engine rolls out the first ``--questions`` wiki_multihop questions with the method's real loop
 (:func:`agent.rollout.run_rollouts`: every active trajectory of the batch generates together each turn, the
@@ -39,7 +41,10 @@ SMOLLM2_WARM = CACHE / "models" / "SmolLM2-135M-Instruct-warm"
 INDEX = CACHE / "retrieval" / "indexes" / "wiki_multihop-bm25"
 SHARED = Path(os.environ.get("SEARCHLAB_SHARED_DIR", REPO.parent / "shared"))
 QUESTIONS = SHARED / "data" / "wiki_multihop" / "questions.jsonl"
-ENGINES = ("transformers", "vllm")
+ENGINES = ("transformers", "vllm", "transformers-whole")
+# The pairs one invocation compares, baseline first: transformers against vLLM; and the transformers engine without
+# its shared-prefix cache (every row's whole context encoded every turn, as before it had one) against with it.
+PAIRS = {"both": ("transformers", "vllm"), "prefix": ("transformers-whole", "transformers")}
 
 
 def default_model() -> Path:
@@ -92,10 +97,12 @@ def load_questions(n: int) -> list[Any]:
 
 
 def make_backend(engine: str, model: str, threads: int, hf_batch: int) -> Any:
-    if engine == "transformers":
+    if engine in ("transformers", "transformers-whole"):
         from agent.backend_transformers import TransformersBackend
 
-        return TransformersBackend.from_pretrained(model, threads=threads, max_batch_size=hf_batch)
+        backend = TransformersBackend.from_pretrained(model, threads=threads, max_batch_size=hf_batch)
+        backend.reuse_prefix = engine == "transformers"
+        return backend
     from agent.backend_vllm import VLLMBackend
 
     return VLLMBackend.for_cpu(model, gpu_memory_utilization=0.15, seed=0)
@@ -183,7 +190,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", choices=(*ENGINES, "both"), default="both")
+    parser.add_argument("--engine", choices=(*ENGINES, *PAIRS), default="both")
     parser.add_argument("--model", default=str(default_model()))
     parser.add_argument("--index", default=str(INDEX))
     parser.add_argument("--questions", type=int, default=64)
@@ -201,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one engine's figures as JSON (child mode)")
     args = parser.parse_args(argv)
 
-    if args.engine != "both":
+    if args.engine not in PAIRS:
         result = run_engine(args)
         print(json.dumps(result) if args.json else table([result]))
         return 0
@@ -215,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     forwarded = [
         a
         for a in (argv if argv is not None else sys.argv[1:])
-        if a not in ("--engine", "both", "--engine=both")
+        if a not in ("--engine", *PAIRS, *(f"--engine={pair}" for pair in PAIRS))
     ]
-    for engine in ENGINES:
+    for engine in PAIRS[args.engine]:
         command = [sys.executable, str(Path(__file__).resolve()), *forwarded, "--engine", engine, "--json"]
         if "--model" not in forwarded:
             command += ["--model", args.model]
