@@ -50,6 +50,10 @@ def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
 class TransformersBackend:
     """A causal LM and its tokenizer, in this process."""
 
+    # False: every row encodes its whole context every call, as before the shared-prefix cache (a benchmark's
+    # baseline: bench/rollout.py --engine prefix, bench/training.py --no-prefix-cache).
+    reuse_prefix: bool = True
+
     def __init__(
         self,
         model: Any,
@@ -74,7 +78,6 @@ class TransformersBackend:
         self.logprobs = logprobs
         self._lock = threading.Lock()  # one generate at a time: rollouts call it from worker threads
         self._prefixes: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
-        self.reuse_prefix = True  # False: every row encodes its whole context (the reference behaviour)
 
     @classmethod
     def from_pretrained(

@@ -138,6 +138,10 @@ def _agent_run(args: argparse.Namespace) -> int:
                     {k: float(logs[k]) for k in ("reward", "reward_std", "frac_reward_zero_std")}
                 )
 
+    if args.no_prefix_cache:
+        from agent.backend_transformers import TransformersBackend
+
+        TransformersBackend.reuse_prefix = False
     with tempfile.TemporaryDirectory() as scratch:
         index = args.index
         if not index:
@@ -187,7 +191,8 @@ def _agent_run(args: argparse.Namespace) -> int:
     r = config.rollout
     print(
         f"model={args.model} method={args.method} judge={args.judge} batch={args.batch} "
-        f"generations={args.generations} engine={args.engine} trainable_layers={args.trainable_layers} budgets: turns={r.max_turns} turn_tokens={r.max_turn_tokens} "
+        f"generations={args.generations} engine={args.engine} trainable_layers={args.trainable_layers} "
+        f"prefix_cache={not args.no_prefix_cache} budgets: turns={r.max_turns} turn_tokens={r.max_turn_tokens} "
         f"rollout_tokens={r.max_rollout_tokens or config.training.max_completion_length} "
         f"obs_tokens={r.max_obs_tokens} topk={r.topk}"
     )
@@ -240,6 +245,11 @@ def main() -> int:
         default="transformers",
         choices=("transformers", "vllm"),
         help="agent rollout: what generates (vllm needs .venv-vllm; docs/vllm.md)",
+    )
+    parser.add_argument(
+        "--no-prefix-cache",
+        action="store_true",
+        help="agent rollout, transformers engine: encode every row's whole context each turn (the baseline)",
     )
     parser.add_argument("--steps", type=int, default=4, help="timed steps (one more is run as warm-up)")
     parser.add_argument("--batch", type=int, default=8)
