@@ -121,7 +121,7 @@ def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
         older = f" (the cached one is of recipe {recipe}, now {DEMO_RECIPE}: rebuilt)" if recipe else ""
         say(
             f"warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats{older} (once; about "
-            f"35–50 minutes on 2 cores; progress in {target / 'progress.json'})…"
+            f"30–50 minutes on 2 cores; progress in {target / 'progress.json'})…"
         )
     with progress_lines(target, say):
         ensure_demo_warm_model(var, Path(settings.SHARED_DIR))
