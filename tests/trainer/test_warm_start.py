@@ -185,6 +185,7 @@ def test_the_cli_warm_starts_a_model_that_loads_as_a_policy(tmp_path: Path) -> N
                 "index": str(tmp_path / "index"),
                 "methods": ["hiprag", "search_r1"],
                 "model": {"path": "tiny-random"},  # a byte-level tokenizer: long sequences
+                "max_turn_tokens": 1000,  # ... and long turns: 64, the demo's, would leave out every one
                 "data": {"path": str(questions), "questions_per_method": 2},
                 "training": {
                     "epochs": 1,
