@@ -125,10 +125,13 @@ def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
         )
     with progress_lines(target, say):
         ensure_demo_warm_model(var, Path(settings.SHARED_DIR))
+    # Recorded once per recipe: a model rebuilt by a newer recipe gets its own run and loss curve.
     if not Run.objects.filter(
-        kind=Run.Kind.WARM_START, model_name__endswith="SmolLM2-135M-Instruct"
+        kind=Run.Kind.WARM_START,
+        model_name__endswith="SmolLM2-135M-Instruct",
+        config__demo_recipe=DEMO_RECIPE,
     ).exists():
-        _record_warm_start(target)
+        _record_warm_start(target, DEMO_RECIPE)
 
 
 @contextmanager
@@ -161,7 +164,7 @@ def progress_lines(folder: Path, say: Callable[[str], None], *, every: float = 6
         thread.join()
 
 
-def _record_warm_start(folder: Path) -> Run:
+def _record_warm_start(folder: Path, recipe: int) -> Run:
     """The demo's warm start as a finished run of kind warm_start, with its loss curve and config."""
     from webapp.training import ingest
     from webapp.training.services import training_metrics_store
@@ -177,6 +180,6 @@ def _record_warm_start(folder: Path) -> Run:
     rows, _ = ingest.read_new_lines(folder / "metrics.jsonl", 0)
     training_metrics_store(run_id=run.pk, rows=ingest.metric_rows(rows), offset=0)
     Run.objects.filter(pk=run.pk).update(
-        status=Run.Status.FINISHED, config={**config, "output_dir": str(folder)}
+        status=Run.Status.FINISHED, config={**config, "output_dir": str(folder), "demo_recipe": recipe}
     )
     return run

@@ -58,6 +58,27 @@ def test_the_demo_is_ready_to_train_with_the_warm_model_on_its_index(settings, t
     assert form.fields["dataset"].initial is not None  # the demo's multi-hop questions
 
 
+def test_a_warm_model_of_a_newer_recipe_is_recorded_as_a_run_of_its_own(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    settings.RETRIEVAL_INDEX_DIR = tmp_path / "indexes"
+    settings.RETRIEVAL_EMBEDDINGS_DIR = tmp_path / "embeddings"
+    demo_seed()
+    _finished_warm_start(tmp_path)
+    older = Run.objects.create(
+        name="SmolLM2 warm start (demo)",
+        kind=Run.Kind.WARM_START,
+        algorithm=Run.Algorithm.SFT,
+        model_name=str(tmp_path / "models" / "SmolLM2-135M-Instruct"),
+        status=Run.Status.FINISHED,
+        config={"output_dir": "…"},  # recorded before recipes were: recipe 1
+    )
+
+    demo_prepare_training(say=lambda _: None)
+
+    newer = Run.objects.filter(kind=Run.Kind.WARM_START).exclude(pk=older.pk).get()
+    assert newer.config["demo_recipe"] == DEMO_RECIPE
+
+
 def test_a_long_warm_start_says_its_step_and_eta_on_the_terminal(tmp_path):
     import time
 
