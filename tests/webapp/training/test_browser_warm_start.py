@@ -6,7 +6,7 @@ with agent/'s real HiPRAG loop, and Debian's Chromium. The run page shows the tr
 the first step's reward is not zero (a base model that never writes the format would score 0 on every rollout).
 
 The warm-started model is the demo's own (trainer.warm_start.ensure_demo_warm_model), made once per machine under
-``SEARCHLAB_MODEL_CACHE`` (default: the repository's var/) — like the SmolLM2 conversion, about 40 CPU minutes the
+``SEARCHLAB_MODEL_CACHE`` (default: ~/.cache/searchlab, the machine's) — like the SmolLM2 conversion, about 40 CPU minutes the
 first time on a 2-core machine, seconds after.
 """
 
@@ -19,7 +19,7 @@ from unittest import mock
 
 import pytest
 
-from tests.conftest import REPO_ROOT, shared_dir
+from tests.conftest import shared_dir
 from tests.webapp.celery_worker import celery_worker
 from tests.webapp.training.test_browser import CHROMIUM, CHROMIUM_ARGS
 from webapp.accounts.models import Role
@@ -27,7 +27,8 @@ from webapp.accounts.services import user_create
 from webapp.runs.models import MetricPoint, Run
 from webapp.training.tasks import training_supervise_task
 
-CACHE = Path(os.environ.get("SEARCHLAB_MODEL_CACHE") or REPO_ROOT / "var")
+# The machine's model cache, as tests/conftest.py's smollm2_path and .ci/run use: a new clone reuses it.
+CACHE = Path(os.environ.get("SEARCHLAB_MODEL_CACHE") or Path.home() / ".cache" / "searchlab")
 SCREENSHOT = Path(os.environ.get("WARM_RUN_SCREENSHOT", "/tmp/searchlab-warm-run.png"))
 
 pytestmark = [
