@@ -37,8 +37,6 @@ _STOPWORDS = frozenset(
 # "Doc 1(Title: Mario Costa (director)) text": a title may hold one level of parentheses.
 _PASSAGE = re.compile(r"Doc \d+\(Title: ((?:[^()]|\([^()]*\))*)\)(.*?)(?=Doc \d+\(Title: |$)", re.S)
 _CLAUSE_WORDS = frozenset("and but which who whom where while whose".split())
-# A parenthetical, or one the observation budget cut open ("Grangier( 5 May 1911 – 27 April 1").
-_PARENTHETICAL = re.compile(r"\s*\([^()]*(?:\)|$)")
 # A conclusion's words: about 25 tokens, so Search-R1's turn (conclusion, next intent, query) fits the demo's
 # 64-token turn budget. 30 words made 35 of HiPRAG's 256 model turns and 83 of Search-R1's 152 exceed 50 tokens
 # (up to 123): turns the budget would cut at training time.
@@ -140,7 +138,7 @@ def conclusion_from(
     own = [body for t, body in passages if t.lower() == title.strip().lower()]
     wanted = {w.lower() for w in content_words(f"{title} {question}")}
     for bodies in (own, [body for _, body in passages]):
-        plain = _PARENTHETICAL.sub(" ", re.sub(r"\(\d+\)", " ", " ".join(bodies)))
+        plain = _plain(" ".join(bodies))
         # A whole sentence beats one the observation budget cut off; then the most shared words; first wins ties.
         scored = [
             ((s.endswith((".", "!", "?")), len({w.lower() for w in content_words(s)} & wanted)), -i, s)
@@ -151,6 +149,21 @@ def conclusion_from(
             best = max(scored)[2]
             return _clause(re.sub(r"\s+([,.;:!?])", r"\1", best), max_words)
     return f"Nothing was found about {title}."
+
+
+def _plain(text: str) -> str:
+    """``text`` without its parentheticals (nested ones too, and one the observation budget cut open:
+    "Grangier( 5 May 1911 – 27 April 1") and without control or invisible format characters. One linear pass: a
+    regex over a hostile passage (a million spaces before a parenthesis) took quadratic time."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0 and (ch.isprintable() or ch.isspace()):
+            out.append(ch)
+    return "".join(out)
 
 
 def _clause(sentence: str, max_words: int) -> str:

@@ -101,6 +101,15 @@ def test_a_conclusion_is_a_short_plain_sentence_of_the_hops_own_passage() -> Non
     assert conclusion_from("", "Nowhere", question) == "Nothing was found about Nowhere."
 
 
+def test_a_conclusion_survives_hostile_passages() -> None:
+    # nested and unbalanced parentheses, control and bidi characters: dropped, not copied into a demonstration
+    hostile = "Doc 1(Title: X) X ((was) born) in Paris)) in 1900 \x00\u202e(and then."
+    assert conclusion_from(hostile, "X", "Where was X born?") == "X in Paris in 1900."
+    # a million spaces before a parenthesis, a million open parentheses: linear, not a regex's quadratic time
+    assert conclusion_from(" " * 1_000_000 + "(x", "X", "q") == "Nothing was found about X."
+    assert conclusion_from("Doc 1(Title: X) " + "(" * 1_000_000, "X", "q") == "Nothing was found about X."
+
+
 def test_a_demonstration_with_a_turn_over_the_turn_budget_is_left_out(tokenizer: Any) -> None:
     plan = plan_for(ROWS[0])
     assert plan is not None
