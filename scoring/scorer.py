@@ -6,8 +6,15 @@
 
 ``params`` are the method's weights (each checked for type and range); ``judgements`` are the judge outcomes the
 method needs, given by the caller as JSON values. Every problem with either raises :class:`ScoringInputError`
-naming the field (``params.lambda_f``, ``judgements.step_flags[2]``); a judge outcome the reward needs but does not
-have raises :class:`scoring.verdicts.MissingVerdict` naming the step. Nothing is silently defaulted to "no".
+naming the field (``params.lambda_f``, ``judgements.step_flags[2]``, ``judgements.step_flags: 2 verdicts for 1
+steps``); a judge outcome the reward needs but does not have raises :class:`scoring.verdicts.MissingVerdict` naming
+the step. Nothing is silently defaulted to "no", and nothing raises a bare ``ValueError``.
+
+:func:`score_batch` scores a batch with shared ``params``: each item gets its :class:`Scored` or its typed error, and
+HiPRAG's Sec. 5.3 ablations (``process`` = ``over_only`` / ``under_only``) give a trajectory without a step of the
+evaluated type the batch's average bonus (:func:`scoring.rewards.hiprag.average_earned_bonus`). Trainers and the
+web API score rollout batches with it; ``score`` alone raises :class:`BatchAverageRequired` for such a trajectory
+unless ``params.batch_average_bonus`` is given.
 """
 
 from __future__ import annotations
@@ -17,24 +24,31 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scoring.errors import BatchAverageRequired, ScoringInputError
 from scoring.formats import parse
 from scoring.rewards.autosearch import autosearch_reward
-from scoring.rewards.hiprag import hiprag_reward
+from scoring.rewards.hiprag import average_earned_bonus, hiprag_reward
 from scoring.rewards.result import Reward
 from scoring.rewards.searchp1 import SearchP1Evaluation, SearchP1Weights, searchp1_reward
 from scoring.rewards.searchr1 import searchr1_format_reward, searchr1_outcome_reward
 from scoring.rewards.tiresrag import TiresragWeights, tiresrag_reward
 from scoring.trajectory import Trajectory
-from scoring.verdicts import Verdict
+from scoring.verdicts import MissingVerdict, Verdict
 
+__all__ = [
+    "METHODS",
+    "BatchAverageRequired",
+    "BatchItem",
+    "MissingVerdict",
+    "Scored",
+    "ScoringError",
+    "ScoringInputError",
+    "score",
+    "score_batch",
+]
 
-class ScoringInputError(ValueError):
-    """A parameter or judgement the caller gave is missing, of the wrong type or out of range."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+ScoringError = ScoringInputError | MissingVerdict
+"""What scoring one item can fail with: a caller's input (field named) or a judge outcome the reward needs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +62,10 @@ class _Inputs:
 
     def __init__(self, prefix: str, values: Mapping[str, Any] | None, known: Sequence[str]) -> None:
         self.prefix = prefix
+        if values is not None and not isinstance(values, Mapping):
+            raise ScoringInputError(prefix, f"must be an object, got {type(values).__name__}")
         self.values = dict(values or {})
-        unknown = sorted(set(self.values) - set(known))
+        unknown = sorted(str(key) for key in set(self.values) - set(known))
         if unknown:
             raise ScoringInputError(
                 f"{prefix}.{unknown[0]}", f"unknown; expected one of {', '.join(known) or 'none'}"
@@ -107,27 +123,47 @@ def _verdict(field: str, value: Any) -> Verdict:
 def _search_r1(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
     if params.choice("reward", "format", ("format", "outcome")) == "outcome":
         return searchr1_outcome_reward(trajectory, golds)
+    structure = params.number("structure_format_score", 0.2, 0.0, 1.0)
+    retrieval = params.number("retrieval_score", 0.0, 0.0, 1.0)
+    if structure + retrieval > 1:  # Search-R1's format reward stays within [0, 1]
+        raise ScoringInputError(
+            params.field("retrieval_score"),
+            f"structure_format_score + retrieval_score must be <= 1, got {structure} + {retrieval}",
+        )
     return searchr1_format_reward(
         trajectory,
         golds,
-        structure_format_score=params.number("structure_format_score", 0.2, 0.0, 1.0),
+        structure_format_score=structure,
         final_format_score=params.number("final_format_score", 0.1, 0.0, 1.0),
-        retrieval_score=params.number("retrieval_score", 0.0, 0.0, 1.0),
+        retrieval_score=retrieval,
     )
 
 
 def _hiprag(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
     process = params.choice("process", "both", ("both", "over_only", "under_only"))
     bonus = params.values.get("batch_average_bonus")
-    return hiprag_reward(
-        trajectory,
-        golds,
-        judged.verdicts("step_flags"),
-        lambda_f=params.number("lambda_f", 0.2, 0.0, 1.0),
-        lambda_p=params.number("lambda_p", 0.4, 0.0, 10.0),
-        process=process,  # type: ignore[arg-type]  # checked by choice() above
-        batch_average_bonus=None if bonus is None else params.number("batch_average_bonus", 0.0, 0.0, 10.0),
-    )
+    flags = judged.verdicts("step_flags")
+    if len(flags) > len(trajectory.steps):
+        raise ScoringInputError(
+            judged.field("step_flags"), f"{len(flags)} verdicts for {len(trajectory.steps)} steps"
+        )
+    try:
+        return hiprag_reward(
+            trajectory,
+            golds,
+            flags,
+            lambda_f=params.number("lambda_f", 0.2, 0.0, 1.0),
+            lambda_p=params.number("lambda_p", 0.4, 0.0, 10.0),
+            process=process,  # type: ignore[arg-type]  # checked by choice() above
+            batch_average_bonus=None
+            if bonus is None
+            else params.number("batch_average_bonus", 0.0, 0.0, 10.0),
+        )
+    except BatchAverageRequired as exc:  # HiPRAG Sec. 5.3: only the batch knows its average bonus
+        raise BatchAverageRequired(params.field("batch_average_bonus"), exc.message) from None
+    except ScoringInputError as exc:
+        fields = {"step_flags": judged.field("step_flags"), "process": params.field("process")}
+        raise ScoringInputError(fields.get(exc.field, exc.field), exc.message) from None
 
 
 def _autosearch(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
@@ -136,6 +172,8 @@ def _autosearch(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, j
         raise ScoringInputError(judged.field("intermediate_answers"), "must be a list of strings (or null)")
     try:
         return autosearch_reward(trajectory, golds, answers)
+    except ScoringInputError:
+        raise
     except ValueError as exc:  # the count does not match the trajectory's retrieval steps
         raise ScoringInputError(judged.field("intermediate_answers"), str(exc)) from None
 
@@ -231,12 +269,69 @@ def score(
     judgements: Mapping[str, Any] | None = None,
 ) -> Scored:
     """Parse ``text`` in the method's format and compute its paper-mode reward."""
-    spec = METHODS.get(method)
-    if spec is None:
-        raise ScoringInputError("method", f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    if isinstance(golds, str) or not golds or not all(isinstance(g, str) for g in golds):
+    spec = _method(method)
+    if not isinstance(text, str):
+        raise ScoringInputError("response", f"must be a string, got {type(text).__name__}")
+    if (
+        isinstance(golds, str)
+        or not isinstance(golds, Sequence)
+        or not golds
+        or not all(isinstance(g, str) for g in golds)
+    ):
         raise ScoringInputError("golden_answers", "must be a non-empty list of strings")
     inputs = _Inputs("params", params, spec.params)
     judged = _Inputs("judgements", judgements, spec.judgements)
     trajectory = parse(spec.format, text)
-    return Scored(trajectory, spec.reward(trajectory, golds, inputs, judged))
+    try:
+        reward = spec.reward(trajectory, golds, inputs, judged)
+    except (ScoringInputError, MissingVerdict):
+        raise
+    except ValueError as exc:  # a reward's own check the field checks above did not anticipate: still typed
+        raise ScoringInputError("input", f"{method}: {exc}") from None
+    return Scored(trajectory, reward)
+
+
+def _method(method: str) -> Method:
+    spec = METHODS.get(method) if isinstance(method, str) else None
+    if spec is None:
+        raise ScoringInputError("method", f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    return spec
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One trajectory of a batch: its raw text, gold answers and judge outcomes (``score``'s arguments)."""
+
+    text: str
+    golds: Sequence[str]
+    judgements: Mapping[str, Any] | None = None
+
+
+def score_batch(
+    method: str, items: Sequence[BatchItem], *, params: Mapping[str, Any] | None = None
+) -> list[Scored | ScoringError]:
+    """:func:`score` over a batch sharing ``params``: one :class:`Scored` or typed error per item, in order.
+
+    HiPRAG Sec. 5.3 ("If a trajectory contains zero steps of the evaluated type, we set the process bonus to the
+    average bonus within the current training batch"): with ``process`` = ``over_only`` / ``under_only`` and no
+    ``params.batch_average_bonus`` given, a trajectory whose bonus is due (A = F = 1, Eq. 1's gate) but which has
+    no step of the evaluated type gets :func:`~scoring.rewards.hiprag.average_earned_bonus` of the batch — the mean
+    λp·N_corr/N over the items that earned a bonus of their own (0 when none did). Items whose scoring failed
+    (a missing verdict) are in neither the average nor its denominator.
+    """
+    _method(method)
+    results: list[Scored | ScoringError] = [_score_item(method, item, params) for item in items]
+    pending = [i for i, r in enumerate(results) if isinstance(r, BatchAverageRequired)]
+    if pending:
+        average = average_earned_bonus(r.reward for r in results if isinstance(r, Scored))
+        filled = {**dict(params or {}), "batch_average_bonus": average}
+        for i in pending:
+            results[i] = _score_item(method, items[i], filled)
+    return results
+
+
+def _score_item(method: str, item: BatchItem, params: Mapping[str, Any] | None) -> Scored | ScoringError:
+    try:
+        return score(method, item.text, item.golds, params=params, judgements=item.judgements)
+    except (ScoringInputError, MissingVerdict) as exc:
+        return exc

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from scoring.errors import BatchAverageRequired, ScoringInputError
 from scoring.formats.hiprag_checkers import check_format_optimized_reference, steps_reference
 from scoring.judging.hiprag import (
     between,
@@ -94,9 +95,11 @@ def hiprag_reward(
     only for an ablation whose evaluated step type is absent from the trajectory (Sec. 5.3).
     """
     if process not in ("both", "over_only", "under_only"):
-        raise ValueError(f"unknown process {process!r}: use 'both', 'over_only' or 'under_only'")
+        raise ScoringInputError(
+            "process", f"unknown process {process!r}: use 'both', 'over_only' or 'under_only'"
+        )
     if len(step_flags) > len(trajectory.steps):
-        raise ValueError(f"{len(step_flags)} verdicts for {len(trajectory.steps)} steps")
+        raise ScoringInputError("step_flags", f"{len(step_flags)} verdicts for {len(trajectory.steps)} steps")
     answer = cover_exact_match(trajectory.answer, golds)
     valid = trajectory.valid
     components: dict[str, float] = {
@@ -128,11 +131,13 @@ def hiprag_reward(
         bonus = lambda_p * optimal / counted
     elif process == "both":
         # Algorithm 2 makes N ≥ 1 for every valid trajectory; a hand-built valid one without steps has no ratio.
-        raise ValueError("a valid HiPRAG trajectory has at least one step (Algorithm 2)")
+        raise ScoringInputError("trajectory", "a valid HiPRAG trajectory has at least one step (Algorithm 2)")
     elif batch_average_bonus is None:
-        raise ValueError(
-            f"{process}: the trajectory has no step of the evaluated type; HiPRAG Sec. 5.3 gives it the batch's "
-            "average bonus, pass batch_average_bonus (or use hiprag_rewards_for_batch)"
+        raise BatchAverageRequired(
+            "batch_average_bonus",
+            f"process={process}: the trajectory has no step of the evaluated type; HiPRAG Sec. 5.3 gives it the "
+            "batch's average bonus: pass batch_average_bonus, or score the batch (scoring.scorer.score_batch, "
+            "hiprag_rewards_for_batch)",
         )
     else:
         bonus = batch_average_bonus
@@ -162,7 +167,11 @@ def hiprag_rewards_for_batch(
     type), 0 when there are none.
     """
     if not len(trajectories) == len(golds) == len(step_flags):
-        raise ValueError("trajectories, golds and step_flags must have the same length")
+        raise ScoringInputError(
+            "step_flags",
+            f"{len(trajectories)} trajectories, {len(golds)} golds and {len(step_flags)} step_flags lists "
+            "must have the same length",
+        )
     pending = [
         _lacks_evaluated_type(trajectory, gold, process)
         for trajectory, gold in zip(trajectories, golds, strict=True)
@@ -173,8 +182,7 @@ def hiprag_rewards_for_batch(
         else hiprag_reward(trajectory, gold, flags, lambda_f=lambda_f, lambda_p=lambda_p, process=process)
         for lacks, trajectory, gold, flags in zip(pending, trajectories, golds, step_flags, strict=True)
     ]
-    earned = [r.components["process_bonus"] for r in rewards if r is not None and "n_counted" in r.components]
-    average = sum(earned) / len(earned) if earned else 0.0
+    average = average_earned_bonus(r for r in rewards if r is not None)
     return [
         hiprag_reward(
             trajectory,
@@ -189,6 +197,14 @@ def hiprag_rewards_for_batch(
         else reward
         for reward, trajectory, gold, flags in zip(rewards, trajectories, golds, step_flags, strict=True)
     ]
+
+
+def average_earned_bonus(rewards: Iterable[Reward]) -> float:
+    """HiPRAG Sec. 5.3's "average bonus within the current training batch": the mean λp·N_corr/N over the rewards
+    that earned a bonus of their own (A = F = 1 and at least one step of the evaluated type; a reward that was
+    itself given the batch average has ``n_counted`` = 0 and is left out), 0 when none did."""
+    earned = [r.components["process_bonus"] for r in rewards if r.components.get("n_counted", 0.0) > 0]
+    return sum(earned) / len(earned) if earned else 0.0
 
 
 def _lacks_evaluated_type(trajectory: Trajectory, golds: str | Iterable[str], process: Process) -> bool:
@@ -296,7 +312,7 @@ def hiprag_reward_reference(
         return reward
     steps = steps_reference(solution_str)[0]
     if len(step_flags) != len(steps):
-        raise ValueError(f"{len(step_flags)} flags for {len(steps)} steps")
+        raise ScoringInputError("step_flags", f"{len(step_flags)} flags for {len(steps)} steps")
     correct = sum(not flag for flag in step_flags)
     searches = sum("<search>" in step for step in steps)
     if steps:
