@@ -121,6 +121,7 @@ INSTALLED_APPS = [
     "webapp.trajectories",
     "webapp.audits",
     "webapp.imports",
+    "webapp.demo",
     "webapp.api",
     "webapp.training",
     "webapp.evaluation",

@@ -144,7 +144,7 @@ def test_it_takes_the_annotators_majority(answers, consensus):
 def test_it_gives_the_demo_audit_a_meaningful_report_once_ann_labels_steps():
     from django.contrib.auth import get_user_model
 
-    from webapp.imports.services_demo import demo_seed
+    from webapp.demo.services import demo_seed
 
     demo_seed()
     audit = Audit.objects.get(name__contains="demo")

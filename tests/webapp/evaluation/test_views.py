@@ -11,7 +11,7 @@ import pytest
 from tests.agent.conftest import ScriptedServer
 from tests.webapp.evaluation.conftest import spec_for
 from webapp.evaluation.services import evaluation_run_create, evaluation_run_execute
-from webapp.imports.services_demo import demo_seed
+from webapp.demo.services import demo_seed
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db

@@ -51,7 +51,7 @@ def model_cache() -> Path:
 @pytest.fixture
 def demo_ready(model_cache, settings, tmp_path):
     """`manage.py demo`'s state: the demo data, its index, the warm-started model recorded as a run."""
-    from webapp.imports.services_demo import demo_prepare_training, demo_seed
+    from webapp.demo.services import demo_prepare_training, demo_seed
 
     settings.VAR_DIR = model_cache
     settings.TRAINING_RUNS_DIR = tmp_path / "runs"

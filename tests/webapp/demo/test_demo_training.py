@@ -9,7 +9,7 @@ import pytest
 
 from trainer.warm_start import DEMO_RECIPE
 from webapp.corpora.models import Index
-from webapp.imports.services_demo import demo_prepare_training, demo_seed
+from webapp.demo.services import demo_prepare_training, demo_seed
 from webapp.runs.models import MetricPoint, Run
 from webapp.training.forms import TrainingRunForm
 
@@ -83,7 +83,7 @@ def test_a_long_warm_start_says_its_step_and_eta_on_the_terminal(tmp_path):
     import time
 
     from trainer.progress import ProgressReporter
-    from webapp.imports.services_demo import progress_lines
+    from webapp.demo.services import progress_lines
 
     said: list[str] = []
 

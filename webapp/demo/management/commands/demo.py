@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from webapp.imports.services_demo import DEMO_USERS, demo_prepare_training, demo_seed
+from webapp.demo.services import DEMO_USERS, demo_prepare_training, demo_seed
 
 
 class Command(BaseCommand):
