@@ -34,7 +34,7 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 
 from scoring.rewards.tiresrag_group import tiresrag_group_advantages
 from trainer.config import PPOConfig, RunConfig
-from trainer.rewards import SampleScore, ScoreLedger
+from trainer.rewards import SampleScore, ScoreLedger, group_metrics
 from trainer.token_rewards import group_step_stats, outcome_token_rewards, step_advantages, token_rewards
 
 CRITIC_FILE = "critic.pt"
@@ -128,6 +128,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         scores = _gather(local, self)
         start = self.accelerator.process_index * len(local)
         self._shape_advantages(output, scores, start)
+        for key, value in group_metrics(self.method, scores, self.group_size).items():
+            self._log_value(key, value)  # groups/spread_rate, groups/process_reordered_rate
         return output
 
     def _groups(self, scores: Sequence[SampleScore]) -> list[list[SampleScore]]:

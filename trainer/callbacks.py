@@ -18,6 +18,8 @@ Unix seconds). Keys (stable; the web app plots them):
 ``kl``, ``entropy``, ``clip_ratio``     TRL's, over policy tokens (``kl`` only with ``beta`` > 0)
 ``step_time``                           seconds per optimizer step (generation included)
 ``loss``, ``grad_norm``, ``learning_rate``
+``groups/spread_rate``                  share of GRPO groups with reward spread (trainer.rewards.group_metrics)
+``groups/process_reordered_rate``       share of groups whose order the process term changed (same)
 ``ppo/value_loss`` … ``tiresrag/…``     algorithm- and method-specific terms
 ======================================  ==============================================================================
 
@@ -57,7 +59,7 @@ TRL_KEYS = {
     "completions/mean_length": "completion_length",
     "step_time": "step_time",
 }
-PASSED_PREFIXES = ("ppo/", "tiresrag/", "token_rewards/")
+PASSED_PREFIXES = ("ppo/", "tiresrag/", "token_rewards/", "groups/")
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:

@@ -3,7 +3,9 @@
 TRL calls a reward function as ``f(prompts, completions, **columns) -> list[float | None]``, where the columns are
 the dataset's (``golden_answers``, ``question``, …), what the rollout forwarded (``trajectory_text``, ``judgements``,
 ``rollout_extras``; see :mod:`trainer.rollout`) and TRL's own (``trainer_state``, ``log_metric``). The adapter parses
-and scores each completion with ``scoring.scorer.score`` in the method's paper mode and returns ``Reward.total``.
+and scores the generation batch with ``scoring.scorer.score_batch`` in the method's paper mode and returns each
+``Reward.total``. The call's completions are the "current training batch" of HiPRAG Sec. 5.3: in the over-/under-
+search-only ablations a trajectory with no step of the evaluated type gets the batch's average bonus.
 
 A completion whose reward needs a judge outcome it does not have (missing, unparseable, an API error) is not read as
 "no": the adapter returns ``None`` for it, which TRL turns into NaN, leaves out of the group baseline and gives a zero
@@ -23,7 +25,7 @@ from typing import Any
 from scoring.formats import PARSERS
 from scoring.metrics import cover_exact_match, exact_match, token_f1
 from scoring.rewards.result import Reward
-from scoring.scorer import METHODS, ScoringInputError, score
+from scoring.scorer import METHODS, BatchItem, Scored, ScoringInputError, score, score_batch
 from scoring.trajectory import StepKind, Trajectory
 from scoring.verdicts import MissingVerdict, Verdict
 from trainer.config import ConfigError
@@ -176,7 +178,7 @@ class MethodReward:
         except ScoringInputError as exc:
             if exc.field.startswith("params."):
                 raise ConfigError(f"reward.{exc.field}", exc.message) from None
-        except (MissingVerdict, ValueError):
+        except MissingVerdict:
             pass  # judge outcomes are missing from the probe, as expected
 
     def _params_at(self, step: int, total_steps: int) -> dict[str, Any]:
@@ -208,9 +210,26 @@ class MethodReward:
         golds = [_as_golds(g) for g in golds_column]
         trajectories = [PARSERS[METHODS[self.method].format](text) for text in texts]
         judged = self._judge(texts, golds, trajectories, rows, given, extras)
+        known = METHODS[self.method].judgements
+        # One batch: HiPRAG Sec. 5.3's average bonus is taken over this generation batch.
+        results = score_batch(
+            self.method,
+            [
+                BatchItem(text, list(gold), {k: v for k, v in judgements.items() if k in known})
+                for text, gold, judgements in zip(texts, golds, judged, strict=True)
+            ],
+            params=params,
+        )
         scores = [
             self._score(
-                str(prompts[i]), rows[i], texts[i], golds[i], trajectories[i], judged[i], params, extras[i]
+                str(prompts[i]),
+                rows[i],
+                texts[i],
+                golds[i],
+                trajectories[i],
+                judged[i],
+                results[i],
+                extras[i],
             )
             for i in range(n)
         ]
@@ -250,22 +269,15 @@ class MethodReward:
         golds: tuple[str, ...],
         trajectory: Trajectory,
         judgements: Mapping[str, Any],
-        params: Mapping[str, Any],
+        result: Scored | ScoringInputError | MissingVerdict,
         extras: Mapping[str, Any],
     ) -> SampleScore:
-        known = METHODS[self.method].judgements
         reward: Reward | None = None
         error: str | None = None
-        try:
-            reward = score(
-                self.method,
-                text,
-                list(golds),
-                params=params,
-                judgements={k: v for k, v in judgements.items() if k in known},
-            ).reward
-        except (MissingVerdict, ScoringInputError) as exc:
-            error = f"{type(exc).__name__}: {exc}"
+        if isinstance(result, Scored):
+            reward = result.reward
+        else:
+            error = f"{type(result).__name__}: {result}"
         if reward is not None and not math.isfinite(reward.total):
             error = f"non-finite reward {reward.total!r}"
             reward = None
@@ -295,3 +307,63 @@ def _intermediate_correct(judgements: Mapping[str, Any], golds: Sequence[str]) -
     if not isinstance(answers, list):
         return None
     return tuple(isinstance(a, str) and exact_match(a, golds) for a in answers)
+
+
+def outcome_only_total(method: str, reward: Reward) -> float | None:
+    """The reward without its process term, to see what the process term changes; ``None`` where the method's
+    outcome part is not separable from its components here.
+
+    HiPRAG: Eq. 1 with λp = 0, R − λp·A·F·N_corr/N (the ``process_bonus`` component; HiPRAG Table 2's baseline).
+    TIRESRAG-R1: R_A, the answer reward without a_t·(auxiliary rewards) (Eq. 5). Search-R1: the reward itself
+    (it has no process term).
+    """
+    if method == "hiprag":
+        return reward.total - reward.components.get("process_bonus", 0.0)
+    if method == "tiresrag" and "answer" in reward.components:
+        return reward.components["answer"]
+    if method == "search_r1":
+        return reward.total
+    return None
+
+
+def _order(values: Sequence[float], tolerance: float = 1e-9) -> list[int]:
+    """Sign of every pairwise difference (i < j): −1, 0 (a tie, within ``tolerance``) or 1."""
+    return [
+        0 if abs(a - b) <= tolerance else (1 if a > b else -1)
+        for i, a in enumerate(values)
+        for b in values[i + 1 :]
+    ]
+
+
+def group_metrics(method: str, scores: Sequence[SampleScore], group_size: int) -> dict[str, float]:
+    """Per training step, over the GRPO groups of a generation batch (consecutive runs of ``group_size``):
+
+    * ``groups/spread_rate`` — share of groups whose rewards are not all equal (at least two scored rollouts with
+      different totals). A group without spread has all-zero group-normalised advantages: no gradient.
+    * ``groups/process_reordered_rate`` — share of groups where the process term changed the group's order: some
+      pair of scored rollouts compares differently (<, =, >) by the full reward than by the outcome-only reward
+      (:func:`outcome_only_total`). HiPRAG's gated bonus never flips an outcome order (1 + bonus > 1 − λf), so
+      there this counts the groups where it breaks an outcome tie — the only way λp reaches the advantages.
+      Logged only for methods with an outcome-only reward.
+
+    Unscorable rollouts (no reward) take part in neither order, as they take no part in TRL's group baseline.
+    """
+    size = max(int(group_size), 1)
+    groups = [scores[i : i + size] for i in range(0, len(scores), size)]
+    if not groups:
+        return {}
+    spread = reordered = 0
+    separable = True
+    for group in groups:
+        rewards = [s.reward for s in group if s.reward is not None]
+        totals = [r.total for r in rewards]
+        spread += any(sign != 0 for sign in _order(totals))
+        outcome = [outcome_only_total(method, r) for r in rewards]
+        if any(o is None for o in outcome):
+            separable = False
+            continue
+        reordered += _order(totals) != _order([o for o in outcome if o is not None])
+    metrics = {"groups/spread_rate": spread / len(groups)}
+    if separable:
+        metrics["groups/process_reordered_rate"] = reordered / len(groups)
+    return metrics

@@ -84,9 +84,36 @@ def test_it_trains_grpo_with_the_hiprag_reward(
     assert {"osr", "searches/mean", "format_ok_rate", "accuracy", "completion_length"} <= keys
     assert "usr" in {row["key"] for row in rows}  # only in steps whose batch had a judged non-search step
     assert {"entropy", "clip_ratio", "step_time", "loss"} <= keys
+    assert {"groups/spread_rate", "groups/process_reordered_rate"} <= keys  # issue 21: per-step group metrics
+    assert all(0 <= row["value"] <= 1 for row in rows if row["key"].startswith("groups/"))
     assert {row["step"] for row in rows} == {1, 2}
     samples = [json.loads(line) for line in (Path(config.output_dir) / SAMPLES_FILE).read_text().splitlines()]
     assert samples and samples[0]["steps"] and "verdicts" in samples[0]["steps"][0]
+
+
+def test_an_under_only_run_scores_search_only_rollouts_with_the_batch_average(
+    make_config: ConfigFactory, model: Any, tokenizer: Any
+) -> None:
+    # HiPRAG Sec. 5.3 ablation: the scripted rollouts' search-only trajectories have no non-search step; the run
+    # used to die at the first correct one (a bare ValueError from scoring.score).
+    config = make_config(reward={"params": {"process": "under_only"}}, training={"max_steps": 2, "seed": 1})
+    trainer = build_trainer(config, model=model, tokenizer=tokenizer)
+    batches: list[list[Any]] = []
+    record = trainer.ledger.record
+    trainer.ledger.record = lambda scores: (batches.append(list(scores)), record(scores))  # type: ignore[method-assign]
+    trainer.train()
+    borrowed = 0
+    for batch in batches:
+        assert all(s.reward is not None for s in batch)
+        earned = [s.reward.components["process_bonus"] for s in batch if s.reward.components.get("n_counted")]
+        for s in batch:
+            if s.cem and s.trajectory.valid and s.reward.components.get("n_counted") == 0:
+                borrowed += 1  # correct, no non-search step: the batch's average bonus
+                assert s.reward.components["process_bonus"] == pytest.approx(
+                    sum(earned) / len(earned) if earned else 0.0
+                )
+    assert borrowed >= 2
+    assert "groups/spread_rate" in {row["key"] for row in _metrics(config.output_dir)}
 
 
 def test_it_trains_ppo_policy_and_critic(make_config: ConfigFactory, model: Any, tokenizer: Any) -> None:

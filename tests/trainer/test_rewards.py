@@ -116,3 +116,62 @@ def test_step_metrics_plot_judge_errors_and_search_efficiency_beside_osr() -> No
     assert metrics["osr"] == 1.0  # over the one usable verdict
     assert metrics["search_efficiency"] == pytest.approx(0.5 / 1.0)  # EM 0.5 over one search per trajectory
     assert score_metrics([sample(Verdict.FALSE, True)])["judge_errors"] == 0.0
+
+
+HIPRAG_SEARCH_ONLY = (
+    "<think>\n<step>\n    <reasoning>r</reasoning>\n    <search>capital of France</search>\n"
+    "    <context>Doc 1(Title: France) Paris</context>\n    <conclusion>Paris</conclusion>\n</step>\n</think>\n"
+    "<answer>Paris</answer>"
+)
+HIPRAG_NON_SEARCH = (
+    "<think>\n<step>\n    <reasoning>r</reasoning>\n    <search>capital of France</search>\n"
+    "    <context>Doc 1(Title: France) Paris</context>\n    <conclusion>Paris</conclusion>\n</step>\n"
+    "<step>\n    <reasoning>I know it.</reasoning>\n    <conclusion>Paris</conclusion>\n</step>\n"
+    "<step>\n    <reasoning>Still.</reasoning>\n    <conclusion>Rome</conclusion>\n</step>\n</think>\n"
+    "<answer>Paris</answer>"
+)
+
+
+def test_under_only_gives_a_correct_search_only_rollout_the_batch_average_bonus() -> None:
+    # The run used to die here: score() raised a bare ValueError the adapter does not catch (issue 21).
+    ledger = ScoreLedger()
+    reward = MethodReward("hiprag", params={"process": "under_only"}, ledger=ledger)
+    totals = reward(
+        ["Q?"] * 3,
+        [HIPRAG_SEARCH_ONLY, HIPRAG_NON_SEARCH, HIPRAG_NON_SEARCH],
+        golden_answers=[["Paris"]] * 3,
+        judgements=[
+            {"step_flags": [True]},
+            {"step_flags": [False, False, True]},
+            {"step_flags": [False] * 3},
+        ],
+    )
+    # under_only (HiPRAG Sec. 5.3): non-search steps only — 1 + 0.4·1/2 and 1 + 0.4·2/2; the search-only
+    # rollout gets the batch's average bonus, (0.2 + 0.4) / 2
+    assert totals == pytest.approx([1.3, 1.2, 1.4])
+    assert all(s.error is None for s in ledger.latest)
+
+
+def test_group_metrics_count_spread_and_groups_the_process_term_reorders() -> None:
+    from trainer.rewards import group_metrics
+
+    ledger = ScoreLedger()
+    reward = MethodReward("hiprag", ledger=ledger)
+    texts = [HIPRAG_SEARCH_ONLY] * 6 + ["<answer>Rome</answer>"] * 2
+    flags = [[False], [True], [False], [False], [True], [True], [], []]
+    reward(
+        ["Q?"] * 8,
+        texts,
+        golden_answers=[["Paris"]] * 8,
+        judgements=[{"step_flags": f} for f in flags],
+    )
+    # groups of 2: {1.4, 1.0} the bonus breaks an outcome tie; {1.4, 1.4} no spread; {1.0, 1.0} no spread
+    # (the same flag); {0, 0} (invalid, wrong) no spread
+    metrics = group_metrics("hiprag", ledger.latest, 2)
+    assert metrics == {"groups/spread_rate": 0.25, "groups/process_reordered_rate": 0.25}
+    # groups of 4: {1.4, 1.0, 1.4, 1.4} tie broken; {1.0, 1.0, 0, 0} spread by the outcome alone, order kept
+    assert group_metrics("hiprag", ledger.latest, 4) == {
+        "groups/spread_rate": 1.0,
+        "groups/process_reordered_rate": 0.5,
+    }
+    assert "groups/process_reordered_rate" not in group_metrics("autosearch", ledger.latest, 4)
