@@ -22,6 +22,10 @@ Metric definitions (each field of :class:`DatasetReport` says which paper it fol
   error is counted in ``n_judge_errors`` and left out of both numerator and denominator — it is never read as
   "not over-searched". A zero denominator gives ``None`` (the rate is undefined); HiPRAG's released code prints 0
   instead, which :func:`get_scores_reference` reproduces.
+* OSR without retrieval misses (``osr_redundant``, ours): OSR with the over-search flags that the evidence judge
+  raised by its "no new supporting passage" rule (``scoring.judging.evidence.RETRIEVAL_MISS_RULES``, read from
+  ``TrajectoryOutcome.over_search_rules``) counted as not over-searched; the denominator is OSR's. Equal to OSR
+  for a judge that names no rule (an LLM judge).
 * Average searches, HiPRAG Eq. 3: search steps per trajectory. AutoSearch's Search Depth (SD, "the number of
   search steps", §5.1) is the same quantity; :attr:`DatasetReport.search_depth` is an alias, not a second count.
 * Search efficiency, AutoSearch §5.1: SE = EM / SD, the ratio of the two dataset-level means (Table 1:
@@ -44,6 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scoring.judging.evidence import RETRIEVAL_MISS_RULES
 from scoring.judging.hiprag import between
 from scoring.metrics import cover_exact_match
 from scoring.verdicts import Verdict
@@ -65,7 +70,8 @@ class TrajectoryOutcome:
     HiPRAG's judge question ("is this step correct?"): the judging layer turns the judge's answer into the flag.
     ``n_searches`` counts every search step, judged or not (HiPRAG Eq. 3).
     ``intermediate_correct`` is AutoSearch's EM of the intermediate answer after each search step, in order
-    (Eq. 6), or ``None`` when no intermediate answers were generated.
+    (Eq. 6), or ``None`` when no intermediate answers were generated. ``over_search_rules`` (optional, aligned with
+    ``over_search``) names the rule a heuristic judge flagged each search step by (None: no rule named).
     """
 
     dataset: str
@@ -77,6 +83,7 @@ class TrajectoryOutcome:
     over_search: tuple[StepFlag, ...] = ()
     under_search: tuple[StepFlag, ...] = ()
     intermediate_correct: tuple[bool, ...] | None = None
+    over_search_rules: tuple[str | None, ...] = ()
 
     def __post_init__(self) -> None:
         if self.n_searches < 0:
@@ -111,6 +118,8 @@ class DatasetReport:
     over_searching_ratio: float | None  # AutoSearch §5.1, sample-level
     n_over_searched_samples: int
     n_intermediate_measured: int  # trajectories with intermediate answers (its denominator)
+    osr_redundant: float | None = None  # OSR without the evidence judge's retrieval misses (module docstring)
+    n_retrieval_misses: int = 0  # over-search flags raised by a retrieval-miss rule
 
     @property
     def search_depth(self) -> float | None:
@@ -160,6 +169,7 @@ class _Tally:
     non_search_steps: int = 0
     under: int = 0
     judge_errors: int = 0
+    misses: int = 0
     measured: int = 0
     over_searched_samples: int = 0
 
@@ -170,13 +180,15 @@ class _Tally:
         self.f1 += outcome.f1
         self.format_ok += outcome.format_ok
         self.searches += outcome.n_searches
-        for flag in outcome.over_search:
+        for i, flag in enumerate(outcome.over_search):
             value = flag_value(flag)
             if value is None:
                 self.judge_errors += 1
             else:
                 self.search_steps += 1
                 self.over += value
+                rule = outcome.over_search_rules[i] if i < len(outcome.over_search_rules) else None
+                self.misses += bool(value and rule in RETRIEVAL_MISS_RULES)
         for flag in outcome.under_search:
             value = flag_value(flag)
             if value is None:
@@ -215,6 +227,8 @@ class _Tally:
             over_searching_ratio=rate(self.over_searched_samples, self.measured),
             n_over_searched_samples=self.over_searched_samples,
             n_intermediate_measured=self.measured,
+            osr_redundant=rate(self.over - self.misses, self.search_steps),
+            n_retrieval_misses=self.misses,
         )
 
 
@@ -247,6 +261,8 @@ def macro_average(reports: Sequence[DatasetReport], dataset: str = MACRO) -> Dat
         over_searching_ratio=_mean_of(reports, lambda r: r.over_searching_ratio),
         n_over_searched_samples=sum(r.n_over_searched_samples for r in reports),
         n_intermediate_measured=sum(r.n_intermediate_measured for r in reports),
+        osr_redundant=_mean_of(reports, lambda r: r.osr_redundant),
+        n_retrieval_misses=sum(r.n_retrieval_misses for r in reports),
     )
 
 

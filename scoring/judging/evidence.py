@@ -15,6 +15,14 @@ wiki_multihop's ``metadata.supporting_titles``; titles are compared case-insensi
   repeated-query check, §3.3, with word sets instead of its TF-IDF) — or, when the question's supporting titles are
   known, when the step retrieves no supporting passage that an earlier step had not already retrieved. Otherwise
   FALSE. Without supporting titles only the repetition rule applies.
+
+  Each TRUE names the rule that fired (:func:`over_search_findings`), the first of:
+  :data:`REPEATED_QUERY`; :data:`ALREADY_RETRIEVED` — every supporting passage was already retrieved before this
+  step, or this step retrieved supporting passages but only ones retrieved before (what it asked for was in hand);
+  :data:`NO_NEW_SUPPORT` — supporting passages were still missing and this step retrieved none of them. The last
+  is mostly a *retrieval miss* (the engine did not return the passage), not redundancy: HiPRAG's own test (re-ask
+  the query without retrieval, Sec. 3.2) would not call such a search over-search unless the model knew the
+  answer, so ``scoring.aggregates`` also reports OSR without it (``osr_redundant``).
 * **Under-search** (a non-search step): TRUE when its conclusion is neither correct nor grounded: it contains no
   gold answer (after SQuAD normalisation) *and* fewer than :data:`GROUNDED_SHARE` of its content words occur in
   the question or in the passages retrieved before it. A conclusion with no content words asserts nothing: FALSE.
@@ -26,12 +34,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from scoring.metrics import normalize_answer
 from scoring.trajectory import Trajectory
 from scoring.verdicts import Verdict
 
 JUDGE_MODEL = "evidence-heuristic"
+REPEATED_QUERY = "repeated_query"
+ALREADY_RETRIEVED = "already_retrieved"
+NO_NEW_SUPPORT = "no_new_support"
+RULES = (REPEATED_QUERY, ALREADY_RETRIEVED, NO_NEW_SUPPORT)
+RETRIEVAL_MISS_RULES = frozenset(
+    {NO_NEW_SUPPORT}
+)  # flags that mostly measure the search engine, not redundancy
 REPEAT_SIMILARITY = 0.8
 GROUNDED_SHARE = 0.6
 
@@ -60,22 +76,42 @@ def query_similarity(a: str, b: str) -> float:
     return len(left & right) / len(left | right)
 
 
-def over_search_flags(trajectory: Trajectory, supporting_titles: Sequence[str] = ()) -> dict[int, Verdict]:
-    """One verdict per search step, by step index (see the module docstring for the rules)."""
+@dataclass(frozen=True, slots=True)
+class OverSearchFinding:
+    """One search step's over-search verdict and the rule that flagged it (``None`` when FALSE)."""
+
+    verdict: Verdict
+    rule: str | None = None
+
+
+def over_search_findings(
+    trajectory: Trajectory, supporting_titles: Sequence[str] = ()
+) -> dict[int, OverSearchFinding]:
+    """One finding per search step, by step index (see the module docstring for the rules and their order)."""
     wanted = {t.casefold() for t in supporting_titles}
     seen_titles: set[str] = set()
     earlier_queries: list[str] = []
-    flags: dict[int, Verdict] = {}
+    findings: dict[int, OverSearchFinding] = {}
     for step in trajectory.search_steps:
         query = step.query or ""
         repeated = any(query_similarity(query, q) >= REPEAT_SIMILARITY for q in earlier_queries)
         titles = {t.casefold() for t in retrieved_titles(step.context or "")}
         brings_new_support = bool((titles & wanted) - seen_titles)
-        over = repeated or (bool(wanted) and not brings_new_support)
-        flags[step.index] = Verdict.TRUE if over else Verdict.FALSE
+        rule: str | None = None
+        if repeated:
+            rule = REPEATED_QUERY
+        elif wanted and not brings_new_support:
+            in_hand = wanted <= seen_titles or bool(titles & wanted)
+            rule = ALREADY_RETRIEVED if in_hand else NO_NEW_SUPPORT
+        findings[step.index] = OverSearchFinding(Verdict.TRUE if rule else Verdict.FALSE, rule)
         seen_titles |= titles
         earlier_queries.append(query)
-    return flags
+    return findings
+
+
+def over_search_flags(trajectory: Trajectory, supporting_titles: Sequence[str] = ()) -> dict[int, Verdict]:
+    """One verdict per search step, by step index (see the module docstring for the rules)."""
+    return {i: f.verdict for i, f in over_search_findings(trajectory, supporting_titles).items()}
 
 
 def under_search_flags(trajectory: Trajectory, question: str, golds: Sequence[str]) -> dict[int, Verdict]:

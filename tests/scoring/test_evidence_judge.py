@@ -60,3 +60,58 @@ def test_a_non_search_step_is_under_search_only_when_neither_correct_nor_grounde
 def test_titles_are_read_from_hiprag_context_headers_parentheses_included():
     context = "Doc 1(Title: Paris) text\nDoc 2(Title: Titanic (1997 film)) more"
     assert retrieved_titles(context) == ["Paris", "Titanic (1997 film)"]
+
+
+def test_each_over_search_flag_names_the_rule_that_raised_it() -> None:
+    from scoring.judging.evidence import (
+        ALREADY_RETRIEVED,
+        NO_NEW_SUPPORT,
+        REPEATED_QUERY,
+        OverSearchFinding,
+        over_search_findings,
+    )
+
+    trajectory = hiprag(
+        step("Find the tower.", "Paris.", "Eiffel Tower location", ("Eiffel Tower",)),
+        step("Again.", "Paris.", "Eiffel Tower location", ("Eiffel Tower",)),  # the same query
+        step("Again, other words.", "Paris.", "where is the tower", ("Eiffel Tower", "Berlin")),  # in hand
+        step("Find the engineer.", "?", "tower engineer", ("Berlin",)),  # the engine missed Gustave Eiffel
+        step(
+            "Find his birthplace.", "Dijon.", "Gustave Eiffel birthplace", ("Gustave Eiffel",)
+        ),  # new support
+        step("Check.", "Dijon.", "Dijon mayor", ("Dijon",)),  # all support already in hand
+    )
+    findings = over_search_findings(trajectory, ["Eiffel Tower", "Gustave Eiffel"])
+    assert findings == {
+        0: OverSearchFinding(F),
+        1: OverSearchFinding(T, REPEATED_QUERY),
+        2: OverSearchFinding(T, ALREADY_RETRIEVED),
+        3: OverSearchFinding(T, NO_NEW_SUPPORT),
+        4: OverSearchFinding(F),
+        5: OverSearchFinding(T, ALREADY_RETRIEVED),
+    }
+    assert over_search_flags(trajectory, ["Eiffel Tower", "Gustave Eiffel"]) == {
+        i: f.verdict for i, f in findings.items()
+    }
+
+
+def test_osr_can_be_read_without_retrieval_misses() -> None:
+    from scoring.aggregates import TrajectoryOutcome, evaluation_report
+
+    outcomes = [
+        TrajectoryOutcome(
+            "nq",
+            cem=True,
+            em=True,
+            f1=1.0,
+            format_ok=True,
+            n_searches=4,
+            over_search=(F, T, T, Verdict.ERROR),
+            over_search_rules=(None, "repeated_query", "no_new_support", "no_new_support"),
+        ),
+        TrajectoryOutcome("nq", cem=True, em=True, f1=1.0, format_ok=True, n_searches=1, over_search=(T,)),
+    ]
+    row = evaluation_report(outcomes).overall_micro
+    # HiPRAG Eq. 2 over the 4 usable verdicts: 3 flagged; one of them by the retrieval-miss rule (the error is
+    # in neither count); a flag without a rule (an LLM judge's) stays over-search
+    assert (row.osr, row.osr_redundant, row.n_retrieval_misses, row.n_judge_errors) == (0.75, 0.5, 1, 1)
