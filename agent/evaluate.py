@@ -36,6 +36,7 @@ from scoring.judging.searchp1 import ReferencePlan
 from scoring.metrics import cover_exact_match, exact_match, token_f1
 from scoring.rewards.result import Reward
 from scoring.rewards.searchp1 import SearchP1Evaluation
+from scoring.scorer import METHODS as SCORING_METHODS
 from scoring.scorer import ScoringInputError, score
 from scoring.trajectory import Trajectory
 from scoring.verdicts import MissingVerdict, Verdict
@@ -99,6 +100,7 @@ class TrajectoryRecord:
             over_search=self.flags(det.OVER_SEARCH),
             under_search=self.flags(det.UNDER_SEARCH),
             intermediate_correct=intermediate,
+            over_search_rules=tuple(result.rule for result in self.verdicts.get(det.OVER_SEARCH, [])),
         )
 
 
@@ -133,10 +135,13 @@ def record_judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
     """The scorer's ``judgements`` for this method, as JSON-like values ("error"/"unparseable" kept as such)."""
     if method == "hiprag":
         by_step: dict[int, Verdict | None] = {}
+        rules: dict[int, str] = {}  # the evidence judge's rule behind an over-search flag
         for detector in (det.OVER_SEARCH, det.UNDER_SEARCH):
             for result in record.verdicts.get(detector, []):
                 if result.step_index is not None:
                     by_step[result.step_index] = result.verdict
+                    if result.rule:
+                        rules[result.step_index] = result.rule
         flags = [by_step.get(i) for i in range(len(record.trajectory.steps))]
         # The scorer reads a list up to the last step it needs; stop at the first step without a verdict.
         known = []
@@ -144,6 +149,8 @@ def record_judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
             if flag is None:
                 break
             known.append(flag.value)
+        if rules:
+            return {"step_flags": known, "step_rules": [rules.get(i) for i in range(len(known))]}
         return {"step_flags": known}
     if method == "autosearch":
         return {"intermediate_answers": list(record.intermediate_answers or [])}
@@ -170,7 +177,8 @@ def record_judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
 
 def score_record(method: str, record: TrajectoryRecord, params: Mapping[str, Any] | None = None) -> None:
     """Fill ``record.reward`` (or ``reward_error``) with the method's paper-mode reward."""
-    judgements = {k: v for k, v in record_judgements(method, record).items() if v is not None}
+    needed = SCORING_METHODS[method].judgements  # step_rules etc. are for the reports, not the reward
+    judgements = {k: v for k, v in record_judgements(method, record).items() if v is not None and k in needed}
     try:
         scored = score(method, record.text, list(record.question.golds), params=params, judgements=judgements)
     except (MissingVerdict, ScoringInputError, ValueError) as exc:

@@ -50,6 +50,7 @@ class JudgeResult:
     score: float | None = None
     value: object | None = None  # ReferencePlan / SearchP1Evaluation
     regenerated: str | None = None  # HiPRAG over-search: the policy's o'_i
+    rule: str | None = None  # a heuristic judge's rule behind a TRUE (scoring.judging.evidence.RULES)
     model: str = ""
     latency: float = 0.0
     prompt_tokens: int = 0
@@ -158,12 +159,20 @@ def hiprag_evidence(
     """HiPRAG's two detectors from the evidence heuristic (scoring.judging.evidence): no call, instant."""
     from scoring.judging import evidence
 
-    over = evidence.over_search_flags(trajectory, supporting_titles)
+    over = evidence.over_search_findings(trajectory, supporting_titles)
     under = evidence.under_search_flags(trajectory, question, golds)
     return {
         OVER_SEARCH: [
-            JudgeResult(OVER_SEARCH, verdict, step_index=i, model=evidence.JUDGE_MODEL)
-            for i, verdict in over.items()
+            # The rule is the stored reply, so an audit or a report can tell retrieval misses from redundancy.
+            JudgeResult(
+                OVER_SEARCH,
+                found.verdict,
+                step_index=i,
+                model=evidence.JUDGE_MODEL,
+                reply=f"rule: {found.rule}" if found.rule else None,
+                rule=found.rule,
+            )
+            for i, found in over.items()
         ],
         UNDER_SEARCH: [
             JudgeResult(UNDER_SEARCH, verdict, step_index=i, model=evidence.JUDGE_MODEL)

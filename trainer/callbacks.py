@@ -8,6 +8,7 @@ Unix seconds). Keys (stable; the web app plots them):
 ``reward/<component>/mean``, ``/std``   each term of the method's reward (scoring's ``Reward.components``)
 ``reward/unscorable``                   completions left unscored for a missing/failed judge outcome
 ``osr``, ``usr``                        HiPRAG Eq. 2 over judged steps (only when step verdicts exist)
+``osr_redundant``                       OSR without the evidence judge's retrieval misses (when it names rules)
 ``searches/mean``                       search steps per trajectory (HiPRAG Eq. 3)
 ``format_ok_rate``                      trajectories that parse in the method's format
 ``accuracy``, ``em``, ``f1``            cover exact match (HiPRAG's CEM), exact match, token F1 of the final answer
@@ -89,11 +90,13 @@ def score_metrics(scores: list[SampleScore]) -> dict[str, float]:
             over_search=s.over_search,
             under_search=s.under_search,
             intermediate_correct=s.intermediate_correct,
+            over_search_rules=s.over_search_rules,
         )
         for s in scores
     ).overall_micro
     for key, value in (
         ("osr", row.osr),
+        ("osr_redundant", row.osr_redundant if any(s.over_search_rules for s in scores) else None),
         ("usr", row.usr),
         ("searches/mean", row.average_searches),
         ("format_ok_rate", row.format_ok_rate),
@@ -125,13 +128,17 @@ def sample_row(step: int, score: SampleScore) -> dict[str, Any]:
     """One trajectory as the web app stores it (Trajectory, Step and JudgeVerdict rows)."""
     reward = score.reward
     flags = score.judgements.get("step_flags")
+    rules = score.judgements.get("step_rules")
     step_rewards = reward.step_rewards if reward is not None else ()
     steps = []
     for i, step_ in enumerate(score.trajectory.steps):
         verdicts = []
         if isinstance(flags, list) and i < len(flags):
             detector = "over_search" if step_.is_search else "under_search"
-            verdicts.append({"detector": detector, "outcome": _json_outcome(flags[i])})
+            verdict = {"detector": detector, "outcome": _json_outcome(flags[i])}
+            if isinstance(rules, list) and i < len(rules) and rules[i]:
+                verdict["rule"] = str(rules[i])  # the evidence judge's rule (scoring.judging.evidence)
+            verdicts.append(verdict)
         steps.append(
             {
                 "index": step_.index,

@@ -65,6 +65,7 @@ class SampleScore:
     f1: float
     over_search: tuple[Verdict | None, ...] = ()  # one per judged search step
     under_search: tuple[Verdict | None, ...] = ()  # one per judged non-search step
+    over_search_rules: tuple[str | None, ...] = ()  # the evidence judge's rule behind each over-search flag
     intermediate_correct: tuple[bool, ...] | None = None  # AutoSearch: EM of each intermediate answer
     extras: Mapping[str, Any] = field(default_factory=dict)  # the rollout's (e.g. ``end``: why it ended)
 
@@ -126,6 +127,19 @@ def search_flags(
     for step, flag in zip(trajectory.steps, flags, strict=False):
         (over if step.kind is StepKind.SEARCH else under).append(_verdict(flag))
     return tuple(over), tuple(under)
+
+
+def over_search_rules(trajectory: Trajectory, judgements: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The evidence judge's rule behind each judged search step's flag (``judgements["step_rules"]``, one per step
+    as ``step_flags``), aligned with :func:`search_flags`' over-search flags; () when the judge names none."""
+    flags, rules = judgements.get("step_flags"), judgements.get("step_rules")
+    if not isinstance(flags, list) or not isinstance(rules, list):
+        return ()
+    return tuple(
+        rules[i] if i < len(rules) and isinstance(rules[i], str) else None
+        for i, (step, _) in enumerate(zip(trajectory.steps, flags, strict=False))
+        if step.kind is StepKind.SEARCH
+    )
 
 
 def _as_golds(value: Any) -> tuple[str, ...]:
@@ -297,6 +311,7 @@ class MethodReward:
             f1=token_f1(answer, golds).f1 if answer is not None else 0.0,
             over_search=over,
             under_search=under,
+            over_search_rules=over_search_rules(trajectory, judgements),
             intermediate_correct=_intermediate_correct(judgements, golds),
             extras=dict(extras),
         )

@@ -201,3 +201,28 @@ def test_the_evidence_judge_gives_hiprag_its_verdicts_without_any_judge_call(
     )  # brought Paris
     assert record.reward is not None and record.reward_error is None  # the process bonus had its verdicts
     assert result.judge_stats == {}  # no LLM judge was asked anything
+
+
+def test_the_evidence_judge_names_its_rule_and_the_report_reads_osr_without_retrieval_misses(
+    searcher: Any,
+) -> None:
+    from agent.evaluate import Judges, evaluate_sync, record_judgements
+    from agent.rollout import Question
+    from tests.agent.conftest import ScriptedBackend
+    from tests.agent.test_rollout import hiprag_policy
+
+    # The search retrieves Paris's passage, but the annotation wants another: a retrieval miss, not redundancy.
+    question = Question(
+        "q1", "What is the capital of France", ("Paris",), "demo", supporting_titles=("Lutetia",)
+    )
+    result = evaluate_sync(
+        ScriptedBackend(hiprag_policy), searcher, "hiprag", [question], judges=Judges(evidence=True)
+    )
+    [record] = result.records
+    [over] = record.verdicts["over_search"]
+    assert (over.verdict.value, over.rule, over.reply) == ("true", "no_new_support", "rule: no_new_support")
+    judgements = record_judgements("hiprag", record)
+    assert judgements["step_rules"][0] == "no_new_support"
+    assert record.reward is not None and record.reward_error is None  # step_rules is not a reward input
+    row = result.report.overall_micro
+    assert (row.osr, row.osr_redundant, row.n_retrieval_misses) == (1.0, 0.0, 1)

@@ -175,3 +175,23 @@ def test_group_metrics_count_spread_and_groups_the_process_term_reorders() -> No
         "groups/process_reordered_rate": 0.5,
     }
     assert "groups/process_reordered_rate" not in group_metrics("autosearch", ledger.latest, 4)
+
+
+def test_the_evidence_judges_rules_reach_the_metrics_and_the_samples() -> None:
+    from trainer.callbacks import sample_row, score_metrics
+
+    ledger = ScoreLedger()
+    MethodReward("hiprag", ledger=ledger)(
+        ["Q?"] * 2,
+        [HIPRAG_NON_SEARCH, HIPRAG_SEARCH_ONLY],
+        golden_answers=[["Paris"]] * 2,
+        judgements=[
+            {"step_flags": [True, False, False], "step_rules": ["no_new_support", None, None]},
+            {"step_flags": [True], "step_rules": ["repeated_query"]},
+        ],
+    )
+    assert [s.over_search_rules for s in ledger.latest] == [("no_new_support",), ("repeated_query",)]
+    metrics = score_metrics(ledger.latest)
+    assert (metrics["osr"], metrics["osr_redundant"]) == (1.0, 0.5)
+    first = sample_row(1, ledger.latest[0])["steps"][0]["verdicts"][0]
+    assert first == {"detector": "over_search", "outcome": "true", "rule": "no_new_support"}
