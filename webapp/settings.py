@@ -317,6 +317,19 @@ TRAINING_ACCELERATE_ARGS = env_list("TRAINING_ACCELERATE_ARGS", [])
 TRAINING_STOP_GRACE_SECONDS = env_int("TRAINING_STOP_GRACE_SECONDS", 30, minimum=0)
 # A running run whose heartbeat is older than this and whose supervisor is gone is marked crashed.
 TRAINING_HEARTBEAT_TIMEOUT_SECONDS = env_int("TRAINING_HEARTBEAT_TIMEOUT_SECONDS", 120, minimum=5)
+# Where trainers that report over HTTP (trainer.report_client: Ray jobs, followers) reach searchlab's ingest API.
+TRAINING_INGEST_URL = env_str("TRAINING_INGEST_URL", "http://127.0.0.1:8000")
+# A Ray cluster's Jobs API (its dashboard, e.g. http://ray-head:8265): the new-run form then offers the "ray"
+# executor (webapp.training.executors, docs/scale.md). Empty: local runs only.
+RAY_ADDRESS = env_str("RAY_ADDRESS", "")
+# The run's folder on the cluster's nodes (default TRAINING_RUNS_DIR), the nodes' Python, and the job's extras.
+RAY_RUNS_DIR = env_str("RAY_RUNS_DIR", "")
+RAY_PYTHON = env_str("RAY_PYTHON", "")
+RAY_ACCELERATE_ARGS = env_list("RAY_ACCELERATE_ARGS", [])  # e.g. --num_processes 8 --mixed_precision bf16
+RAY_ENTRYPOINT_NUM_GPUS = env_int("RAY_ENTRYPOINT_NUM_GPUS", 0, minimum=0)
+RAY_RETRIEVE_URL = env_str("RAY_RETRIEVE_URL", "")  # a retriever per node, e.g. http://127.0.0.1:8001/retrieve
+RAY_RUNTIME_ENV: dict[str, object] = {}  # merged into each job's runtime_env (working_dir, pip, env_vars, …)
+RAY_POLL_SECONDS = float(env_str("RAY_POLL_SECONDS", "2"))
 # An index build beats with its progress writes; one long FAISS step (HNSW insertion) can be minutes of silence.
 INDEX_HEARTBEAT_TIMEOUT_SECONDS = env_int("INDEX_HEARTBEAT_TIMEOUT_SECONDS", 900, minimum=30)
 # Celery beat (`celery -A webapp beat`, or `worker -B`; `manage.py demo` starts one): the periodic checks that

@@ -11,6 +11,7 @@ from webapp.audits.api import (
     FrozenReportApi,
 )
 from webapp.runs.api import RunDetailApi, RunListApi, RunMetricsApi
+from webapp.training.api import RunIngestApi, RunIngestTokenApi
 from webapp.trajectories.api import (
     StepRewardExportApi,
     StepRewardPageApi,
@@ -24,6 +25,8 @@ urlpatterns = [
     path("runs/", RunListApi.as_view(), name="run-list"),
     path("runs/<int:run_id>/", RunDetailApi.as_view(), name="run-detail"),
     path("runs/<int:run_id>/metrics/", RunMetricsApi.as_view(), name="run-metrics"),
+    path("runs/<int:run_id>/ingest/", RunIngestApi.as_view(), name="run-ingest"),
+    path("runs/<int:run_id>/ingest-token/", RunIngestTokenApi.as_view(), name="run-ingest-token"),
     path("runs/<int:run_id>/step-rewards/", StepRewardPageApi.as_view(), name="run-step-rewards"),
     re_path(
         r"^runs/(?P<run_id>[0-9]+)/step-rewards\.(?P<fmt>jsonl|csv)$",

@@ -1,113 +1,190 @@
-"""Reading what the trainer writes: JSON lines appended to files, and its log, turned into what the web app stores."""
+"""What trainers report, stored: one path for the local supervisor's file tailing and the HTTP ingest endpoint.
+
+The reading of a trainer's files is :mod:`trainer.report_client` (standard library only, so a trainer on another
+machine runs the same code); :func:`store_batch` stores one batch, idempotently per (run, step, key) for metrics and
+per (run, sample key) for samples. The local supervisor calls it with what it read from disk; the endpoint
+``POST /api/v1/runs/<id>/ingest/`` calls it with what a remote trainer's client sent.
+"""
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from django.core import signing
+from django.db import transaction
+from django.utils import timezone
+
 from scoring import formats
-from webapp.trajectories.services import TrajectoryInput, VerdictInput
+from trainer import report_client
+from trainer.report_client import is_noise, log_tail, metric_rows
+from webapp.runs.models import MetricPoint, Run
+from webapp.trajectories.services import TrajectoryInput, VerdictInput, trajectory_bulk_create
 
 logger = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 200
-_LOG_TAIL_BYTES = 256 * 1024
+__all__ = [
+    "is_noise",
+    "log_tail",
+    "metric_rows",
+    "read_new_lines",
+    "read_progress",
+    "sample_input",
+    "store_batch",
+]
+
+LOG_TAIL_LINES = report_client.LOG_TAIL_LINES
 OUTCOMES = ("true", "false", "error")
+TOKEN_SALT = "searchlab.training.ingest"
+SAMPLE_KEY_LENGTH = 200
 
 
 def read_new_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The complete JSON lines appended after byte ``offset``, and the offset after the last complete line.
-
-    A line the trainer is still writing (no newline yet) is left for the next call. A line that is not a JSON
-    object is logged and skipped, so one bad line cannot stall a run's curves.
-    """
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            chunk = handle.read()
-    except FileNotFoundError:
-        return [], offset
-    end = chunk.rfind(b"\n")
-    if end < 0:
-        return [], offset
-    rows: list[dict[str, Any]] = []
-    for raw in chunk[: end + 1].splitlines():
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            row = None
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            logger.warning("%s: skipped a line that is not a JSON object: %r", path, raw[:200])
-    return rows, offset + end + 1
-
-
-def metric_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The rows with a step, a key, a finite value and a time (NaN/inf are dropped: JSON and charts reject them)."""
-    kept = []
-    for row in rows:
-        try:
-            step, value, when = int(row["step"]), float(row["value"]), float(row["time"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        if step >= 0 and isinstance(row.get("key"), str) and value == value and abs(value) != float("inf"):
-            kept.append({"step": step, "key": row["key"], "value": value, "time": when})
-    return kept
-
-
-# Library warnings every CPU run prints, which say nothing about the run (the log file keeps them): Python's
-# "file:line: FutureWarning: …" lines (and the indented source line quoted under each), transformers/TRL notices.
-_NOISE = re.compile(
-    r"(?:^\S+:\d+: (?:Future|Deprecation|Pending\w*|User|Runtime)Warning: )"
-    r"|(?:^\s+warnings\.warn\()"
-    r"|(?:generation flags are not valid and may be ignored)"
-    r"|(?:Setting `pad_token_id` to `eos_token_id`)"
-    r"|(?:`torch_dtype` is deprecated)"
-    r"|(?:Passing `generation_config` together with generation-related arguments)"
-)
+    """The complete JSON lines appended after byte ``offset``, and the offset after the last complete line
+    (:func:`trainer.report_client.read_new_lines` without the lines' offsets)."""
+    rows, end = report_client.read_new_lines(path, offset)
+    return [row for _, row in rows], end
 
 
 def read_progress(output_dir: Path) -> dict[str, Any] | None:
     """The trainer's newest heartbeat (trainer.progress), or None."""
-    from trainer.progress import read_progress as read
-
-    return read(output_dir)
+    return report_client.read_progress(output_dir)
 
 
-def is_noise(line: str) -> bool:
-    return _NOISE.search(line) is not None
+# --- the run-scoped token ---------------------------------------------------------------------------------------
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of the trainer's stdout/stderr, known library warnings left out (:data:`_NOISE`);
-    progress bars' carriage returns count as lines."""
+def ingest_token(run_id: int) -> str:
+    """A token that lets its bearer report to run ``run_id`` and nothing else (signed with SECRET_KEY)."""
+    return signing.dumps({"run": run_id}, salt=TOKEN_SALT)
+
+
+def token_run_id(token: str) -> int | None:
+    """The run a token was issued for, or None when it is not one of ours."""
     try:
-        with path.open("rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - _LOG_TAIL_BYTES))
-            data = handle.read()
-    except FileNotFoundError:
-        return ""
-    text = data.decode("utf-8", errors="replace").replace("\r", "\n")
-    kept: list[str] = []
-    after_warning = False
-    for line in text.split("\n"):
-        if not line.strip():
-            continue
-        if is_noise(line) or (after_warning and line.startswith((" ", "\t"))):
-            after_warning = "Warning: " in line
-            continue
-        after_warning = False
-        kept.append(line)
-    return "\n".join(kept[-lines:])
+        value = signing.loads(token, salt=TOKEN_SALT)
+    except signing.BadSignature:
+        return None
+    run = value.get("run") if isinstance(value, dict) else None
+    return run if isinstance(run, int) else None
+
+
+# --- storing a batch --------------------------------------------------------------------------------------------
+
+
+def judge_model_for(run: Run) -> str:
+    """The judge model recorded on the verdicts of a run's samples."""
+    judge = (run.judge_settings or {}).get("judge")
+    if judge == "policy":
+        return run.model_name
+    if judge == "evidence":
+        from scoring.judging.evidence import JUDGE_MODEL
+
+        return JUDGE_MODEL
+    if isinstance(judge, dict):
+        return str(judge.get("model", "endpoint"))
+    return f"{(run.config or {}).get('rollout', {}).get('factory', 'scripted')} rollout"
+
+
+def _store_metrics(run_id: int, rows: Sequence[Mapping[str, Any]]) -> int:
+    # One point per (step, key), the batch's last: a trainer may log a key twice at one step, and PostgreSQL's
+    # upsert refuses to touch a row twice in one statement.
+    latest = {(int(row["step"]), str(row["key"])[:100]): row for row in rows}
+    points = [
+        MetricPoint(
+            run_id=run_id,
+            step=step,
+            key=key,
+            value=float(row["value"]),
+            wall_time=dt.datetime.fromtimestamp(float(row["time"]), tz=dt.UTC),
+        )
+        for (step, key), row in latest.items()
+    ]
+    if points:
+        # A replayed batch writes the same values again; a resumed trainer's newer value of (run, key, step) wins.
+        MetricPoint.objects.bulk_create(
+            points,
+            update_conflicts=True,
+            unique_fields=["run", "key", "step"],
+            update_fields=["value", "wall_time"],
+            batch_size=2000,
+        )
+    return len(points)
+
+
+def _question_map(run: Run, rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    if run.dataset_id is None:
+        return {}
+    from webapp.datasets.models import Question
+
+    ids = {str(row.get("question_id") or "").split("#", 1)[0] for row in rows}
+    found = Question.objects.filter(dataset_id=run.dataset_id, external_id__in=ids - {""})
+    return {ext: (pk, ds) for ext, pk, ds in found.values_list("external_id", "pk", "dataset_id")}
+
+
+@transaction.atomic
+def store_batch(*, run_id: int, batch: Mapping[str, Any]) -> dict[str, int]:
+    """Store one batch (trainer.report_client.OutputTailer.read's shape): metric rows upserted per (run, step, key);
+    samples whose ``key`` this run has not stored yet become trajectories (a key seen before is skipped, so a
+    replayed batch stores nothing twice); the heartbeat, progress and log tail replace the run's. Returns counts.
+
+    The run's row is locked for the batch, so two deliveries of one batch (a retry racing its own first try)
+    are stored one after the other and the second finds the keys of the first; the unique constraint on
+    (run, key) is the last guard. ``final`` ("finished" | "failed") ends a run whose executor is ``external``.
+    """
+    from webapp.training.models import IngestedSample
+
+    run = Run.objects.select_for_update().get(pk=run_id)
+    stored_metrics = _store_metrics(run_id, metric_rows(batch.get("metrics") or ()))
+    wanted: dict[str, Mapping[str, Any]] = {}
+    for sample in batch.get("samples") or ():
+        if (
+            isinstance(sample, Mapping)
+            and isinstance(sample.get("key"), str)
+            and isinstance(sample.get("row"), Mapping)
+        ):
+            wanted.setdefault(sample["key"][:SAMPLE_KEY_LENGTH], sample["row"])
+    seen = set(
+        IngestedSample.objects.filter(run_id=run_id, key__in=list(wanted)).values_list("key", flat=True)
+    )
+    new = {key: row for key, row in wanted.items() if key not in seen}
+    stored_samples = 0
+    if new:
+        IngestedSample.objects.bulk_create([IngestedSample(run_id=run_id, key=key) for key in new])
+        questions = _question_map(run, list(new.values()))
+        judge_model = judge_model_for(run)
+        items = [
+            item
+            for row in new.values()
+            if (
+                item := sample_input(
+                    row, run_id=run_id, method=run.method, judge_model=judge_model, questions=questions
+                )
+            )
+            is not None
+        ]
+        stored_samples = trajectory_bulk_create(items=items) if items else 0
+    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    if isinstance(batch.get("log_tail"), str):
+        fields["log_tail"] = batch["log_tail"]
+    if isinstance(batch.get("progress"), Mapping):
+        fields["progress"] = dict(batch["progress"])
+    Run.objects.filter(pk=run_id).update(**fields)
+    final = batch.get("final")
+    if final in ("finished", "failed") and run.is_active and (run.config or {}).get("executor") == "external":
+        from webapp.runs.services import run_mark_finished
+
+        status = Run.Status.FINISHED if final == "finished" else Run.Status.FAILED
+        run_mark_finished(run_id=run_id, status=status, error=str(batch.get("error") or ""))
+    return {
+        "metrics": stored_metrics,
+        "samples": stored_samples,
+        "samples_new": len(new),
+        "samples_duplicate": len(wanted) - len(new),
+    }
 
 
 def _number(value: Any) -> float | None:

@@ -26,6 +26,25 @@ class TrainingProcess(models.Model):
     # Bytes of metrics.jsonl / samples.jsonl already stored: tailing resumes there.
     metrics_offset = models.BigIntegerField(default=0)
     samples_offset = models.BigIntegerField(default=0)
+    # Which executor runs the trainer (webapp.training.executors): "local" (a subprocess of the train worker) or
+    # "ray" (a Ray job; ``job_id`` is its submission id).
+    executor = models.CharField(max_length=16, default="local")
+    job_id = models.CharField(max_length=200, blank=True, help_text="the Ray job's submission id")
 
     def __str__(self) -> str:
         return f"training process of run {self.run_id}"
+
+
+class IngestedSample(models.Model):
+    """A sample a trainer reported, by its key: a sample delivered twice (a retried or replayed batch) is stored
+    once. Metrics need no such table: MetricPoint is unique per (run, key, step) and upserted."""
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="ingested_samples")
+    key = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = (models.UniqueConstraint(fields=("run", "key"), name="ingested_sample_once_per_run"),)
+
+    def __str__(self) -> str:
+        return f"sample {self.key} of run {self.run_id}"

@@ -5,6 +5,12 @@ machines) in a process group of its own, so a stop or a crash takes its children
 workers) with it and a dead trainer never takes the worker down. Every ~second the supervisor stores the new lines
 of metrics.jsonl and samples.jsonl, the heartbeat and the log tail, and checks for a stop request: SIGINT to the
 group (a KeyboardInterrupt unwinds the trainer with its files flushed), then SIGKILL after the grace period.
+
+What the trainer wrote is read by :class:`trainer.report_client.OutputTailer` and stored by
+:func:`webapp.training.ingest.store_batch` — the same reader a remote trainer's HTTP client runs and the same store
+the ingest endpoint calls, so a local run and a Ray job's run take one ingest path. A run whose executor is ``ray``
+is submitted as a Ray job instead (:mod:`webapp.training.executors`); the job reports over HTTP and this
+supervisor watches it through Ray: status, logs, stop, and a job that ended without being asked to is crashed.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +29,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from trainer.report_client import OutputTailer, tail_text
 from webapp.datasets.models import Question
 from webapp.runs.models import Run
 from webapp.runs.services import RunStateError, run_mark_finished, run_mark_started
@@ -77,19 +85,6 @@ def _export_questions(run: Run, path: Path) -> dict[str, tuple[int, int]]:
     return ids
 
 
-def _judge_model(run: Run) -> str:
-    judge = (run.judge_settings or {}).get("judge")
-    if judge == "policy":
-        return run.model_name
-    if judge == "evidence":
-        from scoring.judging.evidence import JUDGE_MODEL
-
-        return JUDGE_MODEL
-    if isinstance(judge, dict):
-        return str(judge.get("model", "endpoint"))
-    return f"{run.config.get('rollout', {}).get('factory', 'scripted')} rollout"
-
-
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(pgid, sig)
@@ -113,24 +108,26 @@ class Supervisor:
         )
         self.poll_seconds = poll_seconds
         self.grace_seconds = settings.TRAINING_STOP_GRACE_SECONDS if grace_seconds is None else grace_seconds
-        self.metrics_offset = self.process_row.metrics_offset
-        self.samples_offset = self.process_row.samples_offset
-        self.questions: dict[str, tuple[int, int]] = {}
-        self.judge_model = _judge_model(self.run)
-        self._last_tail: str | None = None
-        self._last_progress: dict[str, object] | None = None
+        self.tailer = OutputTailer(
+            self.output_dir,
+            log_path=self.run_dir / LOG_FILE,
+            metrics_offset=self.process_row.metrics_offset,
+            samples_offset=self.process_row.samples_offset,
+        )
 
     def run_to_end(self) -> str:
         """Start the trainer, supervise it until it exits, record the outcome; returns the run's final status."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / CONFIG_FILE).write_text(json.dumps(self.run.config, indent=2) + "\n")
-        self.questions = _export_questions(self.run, self.run_dir / services.QUESTIONS_FILE)
+        _export_questions(self.run, self.run_dir / services.QUESTIONS_FILE)
         try:
             run_mark_started(run_id=self.run.pk)
         except RunStateError:
             logger.info("run %s was stopped before it started", self.run.pk)
             return Run.objects.get(pk=self.run.pk).status
+        if self.process_row.executor == "ray":
+            return self._run_ray_job()
         log_path = self.run_dir / LOG_FILE
         env = {
             **os.environ,
@@ -183,7 +180,6 @@ class Supervisor:
                 exit_code = None
             # After the exit too: whatever the trainer wrote last is stored before the final status.
             self._ingest()
-            self._beat(log_path)
             if exit_code is not None:
                 return exit_code, killed
             if stop_sent_at is None:
@@ -197,39 +193,98 @@ class Supervisor:
                 killed = True
 
     def _ingest(self) -> None:
-        rows, offset = ingest.read_new_lines(self.output_dir / METRICS_FILE, self.metrics_offset)
-        if offset != self.metrics_offset:
-            services.training_metrics_store(run_id=self.run.pk, rows=ingest.metric_rows(rows), offset=offset)
-            self.metrics_offset = offset
-        rows, offset = ingest.read_new_lines(self.output_dir / SAMPLES_FILE, self.samples_offset)
-        if offset != self.samples_offset:
-            items = [
-                item
-                for row in rows
-                if (
-                    item := ingest.sample_input(
-                        row,
-                        run_id=self.run.pk,
-                        method=self.run.method,
-                        judge_model=self.judge_model,
-                        questions=self.questions,
-                    )
-                )
-                is not None
-            ]
-            services.training_samples_store(run_id=self.run.pk, items=items, offset=offset)
-            self.samples_offset = offset
-
-    def _beat(self, log_path: Path) -> None:
-        tail = ingest.log_tail(log_path)
-        changed = tail != self._last_tail
-        self._last_tail = tail
-        progress = ingest.read_progress(self.output_dir)
-        fresh = progress is not None and progress != self._last_progress
-        self._last_progress = progress
-        services.training_heartbeat(
-            run_id=self.run.pk, log_tail=tail if changed else None, progress=progress if fresh else None
+        """Store what the trainer wrote since the last call (and the heartbeat, progress and log tail)."""
+        batch = self.tailer.read()
+        ingest.store_batch(run_id=self.run.pk, batch=batch)
+        TrainingProcess.objects.filter(run_id=self.run.pk).update(
+            metrics_offset=self.tailer.metrics_offset, samples_offset=self.tailer.samples_offset
         )
+
+    def _run_ray_job(self) -> str:
+        """Submit the run as a Ray job and watch it until it ends; the job reports its rows over HTTP."""
+        from webapp.training import executors
+
+        questions_path = self.run_dir / services.QUESTIONS_FILE
+        questions = questions_path.read_text(encoding="utf-8") if questions_path.is_file() else ""
+        try:
+            client = executors.job_client()
+            job_id = executors.submit(
+                self.run,
+                url=settings.TRAINING_INGEST_URL,
+                token=ingest.ingest_token(self.run.pk),
+                questions=questions,
+            )
+        except Exception as exc:  # the cluster is unreachable, or refuses the job
+            logger.exception("run %s: Ray job submission failed", self.run.pk)
+            return run_mark_finished(
+                run_id=self.run.pk, status=Run.Status.FAILED, error=f"cannot submit the Ray job: {exc}"
+            ).status
+        TrainingProcess.objects.filter(run_id=self.run.pk).update(
+            job_id=job_id,
+            command=[executors.job_entrypoint(self.run, url=settings.TRAINING_INGEST_URL)],
+            hostname=socket.gethostname(),
+            supervisor_pid=os.getpid(),
+        )
+        logger.info("run %s: Ray job %s submitted", self.run.pk, job_id)
+        try:
+            info = self._watch_ray_job(client, job_id)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                client.stop_job(job_id)
+            run_mark_finished(
+                run_id=self.run.pk, status=Run.Status.FAILED, error=f"supervisor error: {exc!r}"
+            )
+            raise
+        status = _job_status(info)
+        exit_code = getattr(info, "driver_exit_code", None)
+        stop_requested = services.training_stop_requested(run_id=self.run.pk)
+        TrainingProcess.objects.filter(run_id=self.run.pk).update(exit_code=exit_code)
+        final, error = executors.outcome(
+            status, stop_requested=stop_requested, exit_code=exit_code, message=str(info.message or "")
+        )
+        if error and final in (Run.Status.FAILED, Run.Status.CRASHED):
+            tail = Run.objects.values_list("log_tail", flat=True).get(pk=self.run.pk) or ""
+            error = f"{error}\n" + "\n".join(tail.splitlines()[-ERROR_LINES:])
+        logger.info(
+            "run %s: Ray job %s ended %s (exit %s): %s", self.run.pk, job_id, status, exit_code, final
+        )
+        return run_mark_finished(run_id=self.run.pk, status=final, error=error.strip()).status
+
+    def _watch_ray_job(self, client: object, job_id: str) -> object:
+        """Poll the job every ``poll_seconds`` (the run's heartbeat): its log tail, a stop request; its final info.
+
+        Ray unreachable for longer than the heartbeat timeout ends the watch with an error."""
+        stop_sent = False
+        last_tail: str | None = None
+        failing_since: float | None = None
+        while True:
+            try:
+                info = client.get_job_info(job_id)  # type: ignore[attr-defined]
+                logs = client.get_job_logs(job_id)  # type: ignore[attr-defined]
+                failing_since = None
+            except Exception:
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since > settings.TRAINING_HEARTBEAT_TIMEOUT_SECONDS:
+                    raise
+                logger.warning("run %s: Ray unreachable, retrying", self.run.pk, exc_info=True)
+                time.sleep(self.poll_seconds)
+                continue
+            tail = tail_text(logs)
+            services.training_heartbeat(run_id=self.run.pk, log_tail=tail if tail != last_tail else None)
+            last_tail = tail
+            if _job_status(info) in ("SUCCEEDED", "FAILED", "STOPPED"):
+                return info
+            if not stop_sent and services.training_stop_requested(run_id=self.run.pk):
+                logger.info("run %s: stop requested, stopping Ray job %s", self.run.pk, job_id)
+                client.stop_job(job_id)  # type: ignore[attr-defined]
+                stop_sent = True
+            time.sleep(self.poll_seconds)
+
+
+def _job_status(info: object) -> str:
+    status = getattr(info, "status", "")
+    return str(getattr(status, "value", status))
 
 
 def supervise(run_id: int, **options: object) -> str:

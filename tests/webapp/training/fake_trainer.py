@@ -1,9 +1,10 @@
 """A stand-in for ``python -m trainer.train CONFIG``: writes metrics.jsonl / samples.jsonl like trainer.callbacks.
 
-    python fake_trainer.py CONFIG [--steps N] [--sleep S] [--exit CODE] [--ignore-sigint] [--hang]
+    python fake_trainer.py CONFIG [--steps N] [--sleep S] [--exit CODE] [--ignore-sigint] [--hang] [--samples N]
 
 ``--ignore-sigint`` makes it deaf to the cooperative stop, so only SIGKILL ends it; ``--hang`` sleeps forever after
-the last step (a trainer that never finishes).
+the last step (a trainer that never finishes); ``--samples N`` writes N samples at every step (default: one, at
+step 1).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def main() -> int:
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--ignore-sigint", action="store_true")
     parser.add_argument("--hang", action="store_true")
+    parser.add_argument("--samples", type=int, default=0)
     args = parser.parse_args()
     if args.ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -53,7 +55,7 @@ def main() -> int:
             out / "metrics.jsonl",
             [{"step": step, "time": now, "key": k, "value": v} for k, v in metrics.items()],
         )
-        if step == 1:
+        if step == 1 or args.samples:
             step_rows = [
                 {"index": 0, "verdicts": [{"detector": "over_search", "outcome": "true"}]},
                 {"index": 1, "verdicts": [{"detector": "under_search", "outcome": "unparseable"}]},
@@ -69,7 +71,7 @@ def main() -> int:
                 "step_rewards": [0.2, 0.5],
                 "steps": step_rows,
             }
-            append(out / "samples.jsonl", [sample])
+            append(out / "samples.jsonl", [sample] * max(1, args.samples))
         print(f"step {step} done", flush=True)
         time.sleep(args.sleep)
     if args.exit:

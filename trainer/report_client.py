@@ -1,0 +1,530 @@
+"""Trainers report to searchlab over HTTP: metrics, samples, the heartbeat and the log tail, nothing lost or doubled.
+
+Standard library only (no Django, no torch): a trainer on a GPU node, inside a Ray job or beside a veRL run imports
+this and nothing else of the web app. Three parts:
+
+* :class:`OutputTailer` reads what :mod:`trainer.callbacks` and :mod:`trainer.progress` write (``metrics.jsonl``,
+  ``samples.jsonl``, ``progress.json``) and the trainer's log, and turns the new part into one *batch*. The web app's
+  local supervisor reads a run's files with the same class and stores the batch with the same server-side function
+  (``webapp.training.ingest.store_batch``) that the HTTP endpoint calls: there is one ingest path.
+* :class:`ReportClient` sends batches to ``POST /api/v1/runs/<id>/ingest/`` with the run's own token (it can write
+  to that run and nothing else). Every batch is written to a spool folder on local disk *before* it is sent and
+  removed only once searchlab answered 2xx, so a batch survives searchlab being down, a network cut and the client's
+  own restart; spooled batches are sent in order, retried with exponential backoff and full jitter.
+* ``python -m trainer.report_client --url … --run-id … --output-dir … -- COMMAND…`` runs a trainer as its child,
+  copies its output to a log file (and to its own stdout, which a Ray job keeps), tails its files and reports them
+  until the child exits and every batch is acknowledged (or ``--drain-seconds`` pass); exit status: the child's.
+
+Idempotency is the server's: a metric is one row per (run, step, key) (a replay overwrites it with the same value)
+and a sample carries a ``key`` unique within its run (``<step>@<byte offset in samples.jsonl>`` here; veRL's
+follower uses ``verl:<step>:<line>``), stored once whatever how often it arrives. So a batch sent twice (searchlab
+stored it but the answer was lost) is harmless, and "at least once" sending gives "exactly once" rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"  # trainer.callbacks.METRICS_FILE (not imported: it imports transformers)
+SAMPLES_FILE = "samples.jsonl"
+PROGRESS_FILE = "progress.json"  # trainer.progress.PROGRESS_FILE
+INGEST_PATH = "/api/v1/runs/{run_id}/ingest/"
+TOKEN_ENV = "SEARCHLAB_RUN_TOKEN"
+LOG_TAIL_LINES = 200
+_LOG_TAIL_BYTES = 256 * 1024
+EXTRA_KEYS = ("progress", "log_tail", "heartbeat", "final")  # the latest state, not rows: on the last request
+MAX_BATCH_ROWS = 500  # metric rows + samples per request: a backlog replays in requests of bounded size
+
+Batch = dict[str, Any]
+
+
+# --- reading what a trainer writes -----------------------------------------------------------------------------
+
+
+def read_new_lines(path: Path, offset: int) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """The complete JSON lines appended after byte ``offset`` as (byte offset of the line, object), and the offset
+    after the last complete line.
+
+    A line the trainer is still writing (no newline yet) is left for the next call. A line that is not a JSON
+    object is logged and skipped, so one bad line cannot stall a run's curves.
+    """
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read()
+    except FileNotFoundError:
+        return [], offset
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    rows: list[tuple[int, dict[str, Any]]] = []
+    position = offset
+    for raw in chunk[: end + 1].split(b"\n")[:-1]:
+        start, position = position, position + len(raw) + 1
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            row = None
+        if isinstance(row, dict):
+            rows.append((start, row))
+        else:
+            logger.warning("%s: skipped a line that is not a JSON object: %r", path, raw[:200])
+    return rows, offset + end + 1
+
+
+def metric_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with a step, a key, a finite value and a time (NaN/inf are dropped: JSON and charts reject them)."""
+    kept = []
+    for row in rows:
+        try:
+            step, value, when = int(row["step"]), float(row["value"]), float(row["time"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if step >= 0 and isinstance(row.get("key"), str) and value == value and abs(value) != float("inf"):
+            kept.append({"step": step, "key": row["key"], "value": value, "time": when})
+    return kept
+
+
+# Library warnings every CPU run prints, which say nothing about the run (the log file keeps them): Python's
+# "file:line: FutureWarning: …" lines (and the indented source line quoted under each), transformers/TRL notices.
+_NOISE = re.compile(
+    r"(?:^\S+:\d+: (?:Future|Deprecation|Pending\w*|User|Runtime)Warning: )"
+    r"|(?:^\s+warnings\.warn\()"
+    r"|(?:generation flags are not valid and may be ignored)"
+    r"|(?:Setting `pad_token_id` to `eos_token_id`)"
+    r"|(?:`torch_dtype` is deprecated)"
+    r"|(?:Passing `generation_config` together with generation-related arguments)"
+)
+
+
+def is_noise(line: str) -> bool:
+    return _NOISE.search(line) is not None
+
+
+def tail_text(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log's text, known library warnings left out; carriage returns split lines."""
+    kept: list[str] = []
+    after_warning = False
+    for line in text.replace("\r", "\n").split("\n"):
+        if not line.strip():
+            continue
+        if is_noise(line) or (after_warning and line.startswith((" ", "\t"))):
+            after_warning = "Warning: " in line
+            continue
+        after_warning = False
+        kept.append(line)
+    return "\n".join(kept[-lines:])
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of the trainer's stdout/stderr file (:func:`tail_text`)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - _LOG_TAIL_BYTES))
+            data = handle.read()
+    except FileNotFoundError:
+        return ""
+    return tail_text(data.decode("utf-8", errors="replace"), lines)
+
+
+def read_progress(output_dir: Path) -> dict[str, Any] | None:
+    """The trainer's newest heartbeat (``progress.json``), or None (none yet, or being replaced)."""
+    try:
+        value = json.loads((output_dir / PROGRESS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def sample_key(step: Any, offset: int) -> str:
+    """A sample's idempotency key: its step and the byte offset of its line in samples.jsonl."""
+    return f"{step if isinstance(step, int) else '-'}@{offset}"
+
+
+class OutputTailer:
+    """The new part of a trainer's output folder (and log) since the last :meth:`read`, as one batch.
+
+    A batch is ``{"metrics": [{"step", "key", "value", "time"}], "samples": [{"key", "row"}], "progress": {…} or
+    None, "log_tail": str or None, "offsets": {"metrics", "samples"}}``; progress and log tail are sent only when
+    they changed. ``offsets`` are where the next read starts: the supervisor stores them, so a restarted supervisor
+    resumes there (and re-reading a part is harmless: ingest is idempotent).
+    """
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        log_path: str | Path | None = None,
+        metrics_offset: int = 0,
+        samples_offset: int = 0,
+    ) -> None:
+        self.output_dir = Path(output_dir)
+        self.log_path = Path(log_path) if log_path else None
+        self.metrics_offset = metrics_offset
+        self.samples_offset = samples_offset
+        self._last_progress: dict[str, Any] | None = None
+        self._last_tail: str | None = None
+
+    def read(self) -> Batch:
+        metrics, self.metrics_offset = read_new_lines(self.output_dir / METRICS_FILE, self.metrics_offset)
+        samples, self.samples_offset = read_new_lines(self.output_dir / SAMPLES_FILE, self.samples_offset)
+        progress = read_progress(self.output_dir)
+        fresh = progress is not None and progress != self._last_progress
+        self._last_progress = progress if progress is not None else self._last_progress
+        tail = log_tail(self.log_path) if self.log_path else None
+        changed = tail is not None and tail != self._last_tail
+        self._last_tail = tail
+        return {
+            "metrics": metric_rows([row for _, row in metrics]),
+            "samples": [{"key": sample_key(row.get("step"), start), "row": row} for start, row in samples],
+            "progress": progress if fresh else None,
+            "log_tail": tail if changed else None,
+            "offsets": {"metrics": self.metrics_offset, "samples": self.samples_offset},
+        }
+
+
+def batch_rows(batch: Mapping[str, Any]) -> int:
+    return len(batch.get("metrics") or ()) + len(batch.get("samples") or ())
+
+
+def split_batch(batch: Mapping[str, Any], limit: int = MAX_BATCH_ROWS) -> list[Batch]:
+    """``batch`` as requests of at most ``limit`` rows; heartbeat and log tail ride on the last one."""
+    metrics, samples = list(batch.get("metrics") or ()), list(batch.get("samples") or ())
+    parts: list[Batch] = []
+    while len(metrics) + len(samples) > limit:
+        take_m = metrics[:limit]
+        take_s = samples[: limit - len(take_m)]
+        parts.append({"metrics": take_m, "samples": take_s})
+        metrics, samples = metrics[len(take_m) :], samples[len(take_s) :]
+    last: Batch = {"metrics": metrics, "samples": samples}
+    for extra in EXTRA_KEYS:
+        if batch.get(extra) is not None:
+            last[extra] = batch[extra]
+    if metrics or samples or len(last) > 2 or not parts:
+        parts.append(last)
+    return parts
+
+
+# --- sending -----------------------------------------------------------------------------------------------------
+
+
+class IngestRejected(Exception):
+    """searchlab answered 4xx (other than 408/429): the batch is malformed or the token is wrong; retrying the same
+    request would be answered the same."""
+
+
+Sender = Callable[[Batch], None]
+
+
+class ReportClient:
+    """A spooled, retrying sender of batches to one run's ingest endpoint.
+
+    :meth:`submit` writes the batch to ``spool_dir`` (atomically: a ``.tmp`` file renamed into place) and returns;
+    :meth:`flush` sends the spooled batches oldest first, deleting each once acknowledged, and stops at the first
+    that fails after ``retries`` tries (connection refused, timeout, 408/429/5xx) — it stays spooled for the next
+    flush. A 4xx rejection moves the batch to ``spool_dir/rejected/`` (kept for a human, never resent in a loop).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        run_id: int,
+        token: str,
+        spool_dir: str | Path,
+        *,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+        sender: Sender | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.endpoint = url.rstrip("/") + INGEST_PATH.format(run_id=run_id)
+        self.token = token
+        self.spool = Path(spool_dir)
+        self.spool.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.sender = sender or self._post
+        self.sleep = sleep
+        self._lock = threading.Lock()
+        self._sequence = max((int(p.stem) for p in self._spooled()), default=0)
+        # What happened, for logs and the fault test's figures.
+        self.rows_submitted = 0
+        self.rows_acknowledged = 0
+        self.requests = 0
+        self.failed_requests = 0
+        self.unreachable_since: float | None = None
+        self.unreachable_seconds = 0.0
+
+    def _spooled(self) -> list[Path]:
+        return sorted(p for p in self.spool.glob("*.json") if p.stem.isdigit())
+
+    def pending(self) -> int:
+        """Batches spooled and not yet acknowledged."""
+        return len(self._spooled())
+
+    def submit(self, batch: Mapping[str, Any]) -> None:
+        """Spool ``batch`` (split into requests of at most MAX_BATCH_ROWS rows); nothing is sent here."""
+        if not batch_rows(batch) and all(batch.get(k) is None for k in EXTRA_KEYS):
+            return
+        with self._lock:
+            for part in split_batch(batch):
+                self._sequence += 1
+                path = self.spool / f"{self._sequence:012d}.json"
+                partial = path.with_suffix(".tmp")
+                partial.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
+                os.replace(partial, path)
+                self.rows_submitted += batch_rows(part)
+
+    def flush(self) -> bool:
+        """Send every spooled batch in order; True when none is left."""
+        with self._lock:
+            for path in self._spooled():
+                try:
+                    batch = json.loads(path.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    logger.error("report client: unreadable spool file %s left aside", path)
+                    path.rename(path.with_suffix(".bad"))
+                    continue
+                try:
+                    self._send_with_retries(batch)
+                except IngestRejected as exc:
+                    rejected = self.spool / "rejected"
+                    rejected.mkdir(exist_ok=True)
+                    path.rename(rejected / path.name)
+                    logger.error("report client: searchlab rejected %s: %s", path.name, exc)
+                    continue
+                except OSError as exc:
+                    logger.warning(
+                        "report client: searchlab unreachable (%s); %d batch(es) spooled", exc, self.pending()
+                    )
+                    return False
+                path.unlink()
+                self.rows_acknowledged += batch_rows(batch)
+            return True
+
+    def _send_with_retries(self, batch: Batch) -> None:
+        for attempt in range(self.retries):
+            self.requests += 1
+            try:
+                self.sender(batch)
+            except IngestRejected:
+                raise
+            except OSError:
+                self.failed_requests += 1
+                now = time.monotonic()
+                if self.unreachable_since is None:
+                    self.unreachable_since = now
+                if attempt == self.retries - 1:
+                    raise
+                # Exponential backoff with full jitter: many trainers coming back at once do not stampede.
+                self.sleep(random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt)))
+                continue
+            if self.unreachable_since is not None:
+                self.unreachable_seconds += time.monotonic() - self.unreachable_since
+                self.unreachable_since = None
+            return
+
+    def _post(self, batch: Batch) -> None:
+        body = json.dumps(batch, ensure_ascii=False).encode("utf-8")
+        request = urllib.request.Request(
+            self.endpoint,
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:500].decode("utf-8", errors="replace")
+            if exc.code in (408, 429) or exc.code >= 500:
+                raise OSError(f"HTTP {exc.code}: {detail}") from None
+            raise IngestRejected(f"HTTP {exc.code}: {detail}") from None
+        # URLError, ConnectionError and socket timeouts are OSErrors: retried, then spooled.
+
+
+# --- the wrapper: a trainer as a child process, reported while it runs -------------------------------------------
+
+
+def _copy_output(stream: Any, log_path: Path, echo: bool) -> None:
+    with log_path.open("ab") as log:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            log.write(chunk)
+            log.flush()
+            if echo:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.buffer.flush()
+
+
+def _hear_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _forward_stop(child: subprocess.Popen[bytes]) -> Iterator[list[float]]:
+    """SIGTERM/SIGINT to the wrapper (a Ray job stop, Ctrl-C) become SIGINT to the child's group: the trainer's
+    cooperative stop (trainer.stop), its files flushed; the wrapper keeps reporting until the child exits."""
+    stops: list[float] = []
+    # Ray's job stop signals every process of the job (RAY_JOB_STOP_SIGNAL=SIGINT): the trainer already has its
+    # SIGINT then, and a second one could interrupt its unwinding.
+    reaches_child = os.environ.get("SEARCHLAB_STOP_REACHES_CHILD") == "1"
+
+    def handler(signum: int, frame: Any) -> None:
+        stops.append(time.monotonic())
+        if signum == signal.SIGINT and reaches_child:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGINT)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stops
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def write_files_from_env(run_dir: Path) -> None:
+    """A Ray job gets its run's files in its runtime environment (no shared disk with the web app needed):
+    ``SEARCHLAB_RUN_CONFIG`` → config.json, ``SEARCHLAB_RUN_QUESTIONS`` → questions.jsonl."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for variable, name in (
+        ("SEARCHLAB_RUN_CONFIG", "config.json"),
+        ("SEARCHLAB_RUN_QUESTIONS", "questions.jsonl"),
+    ):
+        value = os.environ.get(variable)
+        if value:
+            (run_dir / name).write_text(value, encoding="utf-8")
+
+
+def report_while_running(
+    command: Sequence[str],
+    client: ReportClient,
+    tailer: OutputTailer,
+    *,
+    log_path: Path,
+    interval: float = 1.0,
+    drain_seconds: float = 300.0,
+    heartbeat_seconds: float = 10.0,
+    echo: bool = True,
+) -> int:
+    """Run ``command``, report its output every ``interval`` seconds, drain the spool after it exits; its exit code."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen(
+        list(command),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_hear_sigint,
+    )
+    assert child.stdout is not None
+    copier = threading.Thread(target=_copy_output, args=(child.stdout, log_path, echo), daemon=True)
+    copier.start()
+    beat_at = 0.0
+    with _forward_stop(child):
+        exit_code: int | None = None
+        while exit_code is None:
+            try:
+                exit_code = child.wait(timeout=interval)
+            except subprocess.TimeoutExpired:
+                exit_code = None
+            if exit_code is not None:
+                copier.join(timeout=5)
+            batch = tailer.read()
+            if time.monotonic() - beat_at >= heartbeat_seconds:
+                batch["heartbeat"] = (
+                    True  # a long step writes nothing: searchlab still hears the trainer is alive
+                )
+            if batch_rows(batch) or any(batch.get(k) is not None for k in EXTRA_KEYS):
+                beat_at = time.monotonic()
+            client.submit(batch)
+            client.flush()
+        deadline = time.monotonic() + drain_seconds
+        while not client.flush() and time.monotonic() < deadline:
+            time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)  # what the trainer left behind
+    summary = {
+        "rows_sent": client.rows_submitted,
+        "rows_acknowledged": client.rows_acknowledged,
+        "batches_pending": client.pending(),
+        "requests": client.requests,
+        "failed_requests": client.failed_requests,
+        "seconds_unreachable": round(client.unreachable_seconds, 1),
+        "exit_code": exit_code,
+    }
+    print("searchlab report: " + json.dumps(summary), flush=True)
+    return exit_code if exit_code >= 0 else 128 - exit_code  # killed by signal N: 128 + N, as a shell says
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.report_client",
+        description="Run a trainer and report its metrics, samples, heartbeat and log to searchlab over HTTP.",
+    )
+    parser.add_argument("--url", required=True, help="searchlab's base URL, e.g. http://web:8000")
+    parser.add_argument("--run-id", type=int, required=True)
+    parser.add_argument("--token-env", default=TOKEN_ENV, help="the variable holding the run's ingest token")
+    parser.add_argument("--run-dir", required=True, help="config.json, trainer.log and the spool go here")
+    parser.add_argument("--output-dir", required=True, help="the trainer's output_dir (metrics.jsonl, …)")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between reports")
+    parser.add_argument(
+        "--drain-seconds", type=float, default=300.0, help="how long to replay after the exit"
+    )
+    parser.add_argument(
+        "--files-from-env", action="store_true", help="write config.json/questions.jsonl first"
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trainer's argv")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("the trainer's command is required after --")
+    token = os.environ.get(args.token_env, "")
+    if not token:
+        parser.error(f"${args.token_env} is empty: the run's ingest token is required")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run_dir = Path(args.run_dir)
+    if args.files_from_env:
+        write_files_from_env(run_dir)
+    log_path = run_dir / "trainer.log"
+    client = ReportClient(args.url, args.run_id, token, run_dir / "spool")
+    tailer = OutputTailer(args.output_dir, log_path=log_path)
+    return report_while_running(
+        command,
+        client,
+        tailer,
+        log_path=log_path,
+        interval=args.interval,
+        drain_seconds=args.drain_seconds,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The ingest endpoint trainers report to (trainer.report_client), and the run-scoped token a researcher hands them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.runs.models import Run
+from webapp.training import ingest
+
+MAX_ROWS = 5000  # a client sends at most trainer.report_client.MAX_BATCH_ROWS; this bounds a hostile request
+
+
+def _bearer(request: Request) -> str:
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+class RunIngestApi(APIView):
+    """``POST /api/v1/runs/<id>/ingest/``: one batch of metrics, samples, heartbeat and log tail, idempotent.
+
+    Authorised by the run's own ingest token (``Authorization: Bearer …``), not a user's: a token leaked from a
+    training job writes to that run only. Answers the counts stored; a replayed batch answers zero new samples.
+    """
+
+    authentication_classes: tuple[Any, ...] = ()
+    permission_classes = (AllowAny,)
+
+    @extend_schema(
+        request=inline_serializer(
+            "IngestBatch",
+            {
+                "metrics": serializers.ListField(child=serializers.DictField(), required=False),
+                "samples": serializers.ListField(child=serializers.DictField(), required=False),
+                "progress": serializers.DictField(required=False),
+                "log_tail": serializers.CharField(required=False),
+                "heartbeat": serializers.BooleanField(required=False),
+                "final": serializers.ChoiceField(choices=["finished", "failed"], required=False),
+            },
+        ),
+        responses={200: inline_serializer("IngestResult", {"metrics": serializers.IntegerField()})},
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        if ingest.token_run_id(_bearer(request)) != run_id:
+            return Response({"detail": "a valid ingest token of this run is required"}, status=401)
+        get_object_or_404(Run, pk=run_id)
+        batch = request.data
+        if not isinstance(batch, dict):
+            return Response({"detail": "a JSON object is expected"}, status=status.HTTP_400_BAD_REQUEST)
+        for name in ("metrics", "samples"):
+            rows = batch.get(name)
+            if rows is not None and not isinstance(rows, list):
+                return Response({"detail": f"{name} must be a list"}, status=status.HTTP_400_BAD_REQUEST)
+        if len(batch.get("metrics") or ()) + len(batch.get("samples") or ()) > MAX_ROWS:
+            return Response({"detail": f"at most {MAX_ROWS} rows per batch"}, status=413)
+        return Response(ingest.store_batch(run_id=run_id, batch=batch))
+
+
+class RunIngestTokenApi(APIView):
+    """``POST /api/v1/runs/<id>/ingest-token/``: the run's ingest token, for a researcher starting a trainer (or a
+    veRL follower) that reports to this run from elsewhere."""
+
+    @extend_schema(
+        request=None, responses={200: inline_serializer("IngestToken", {"token": serializers.CharField()})}
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        return Response({"run": run.pk, "token": ingest.ingest_token(run.pk)})
