@@ -3,6 +3,10 @@
 The reward functions live in ``scoring.scorer.score(method, text, golds, params=..., judgements=...)``, which parses
 the text in the method's own format. Were that module missing, scoring answers "not implemented" (501) rather
 than pretending.
+
+A request's trajectories are one batch: they are scored with ``scoring.scorer.score_batch``, so HiPRAG's
+over-/under-search-only ablations (``params.process``) give a trajectory without a step of the evaluated type the
+average bonus of the request's batch (HiPRAG Sec. 5.3), as a trainer's generation batch does.
 """
 
 from __future__ import annotations
@@ -44,22 +48,50 @@ class ScoringParamsError(Exception):
         self.message = message
 
 
-def _score_one(
-    score: ScoreFunction, method: str, params: Mapping[str, Any], item: Mapping[str, Any]
-) -> dict[str, Any]:
-    try:
-        scored = score(
-            method,
-            item["response"],
-            list(item["golden_answers"]),
-            params=dict(params),
-            judgements=item.get("judgements"),
+def _score_each(
+    score: ScoreFunction, method: str, params: Mapping[str, Any], items: Sequence[Mapping[str, Any]]
+) -> list[Any]:
+    """One result (a ``Scored`` or the typed error) per item: the real scorer scores the items as one batch
+    (``score_batch``, HiPRAG Sec. 5.3's batch average), a stand-in ``score`` function item by item."""
+    from scoring import scorer
+
+    if score is scorer.score:
+        return list(
+            scorer.score_batch(
+                method,
+                [
+                    scorer.BatchItem(item["response"], list(item["golden_answers"]), item.get("judgements"))
+                    for item in items
+                ],
+                params=dict(params),
+            )
         )
-    except ValueError as exc:  # ScoringInputError (names its field) and MissingVerdict are both ValueErrors
-        field = getattr(exc, "field", None)
+    results: list[Any] = []
+    for item in items:
+        try:
+            results.append(
+                score(
+                    method,
+                    item["response"],
+                    list(item["golden_answers"]),
+                    params=dict(params),
+                    judgements=item.get("judgements"),
+                )
+            )
+        except ValueError as exc:  # ScoringInputError (names its field) and MissingVerdict
+            results.append(exc)
+    return results
+
+
+def _result(scored: Any) -> dict[str, Any]:
+    if isinstance(
+        scored, ValueError
+    ):  # ScoringInputError (names its field) and MissingVerdict are ValueErrors
+        field = getattr(scored, "field", None)
+        message = getattr(scored, "message", str(scored))
         if field is not None and str(field).startswith("params"):
-            raise ScoringParamsError(str(field), getattr(exc, "message", str(exc))) from exc
-        return {"error": {"field": field, "message": getattr(exc, "message", str(exc))}}
+            raise ScoringParamsError(str(field), message) from scored
+        return {"error": {"field": field, "message": message}}
     trajectory, reward = scored.trajectory, scored.reward
     return {
         "total": float(reward.total),
@@ -81,16 +113,17 @@ def trajectories_score(
 ) -> list[dict[str, Any]]:
     """Score each trajectory with ``scoring.scorer.score``.
 
-    A trajectory the scorer rejects (a judgement missing or malformed) gets an ``error`` naming the field instead of
-    failing the batch; invalid shared ``params`` raise :class:`ScoringParamsError`.
+    A trajectory the scorer rejects (a judgement missing or malformed, a verdict count that does not match its
+    steps) gets an ``error`` naming the field instead of failing the batch; invalid shared ``params`` raise
+    :class:`ScoringParamsError`.
     """
-    score = scorer_function()
-    return [_score_one(score, method, params, item) for item in trajectories]
+    return [_result(r) for r in _score_each(scorer_function(), method, params, trajectories)]
 
 
 def score_params_check(*, method: str, params: Mapping[str, Any], trajectory: Mapping[str, Any]) -> None:
     """Score one trajectory to surface invalid ``params`` before a job is queued (they are shared by the batch)."""
-    _score_one(scorer_function(), method, params, trajectory)
+    for result in _score_each(scorer_function(), method, params, [trajectory]):
+        _result(result)
 
 
 @transaction.atomic

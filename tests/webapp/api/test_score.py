@@ -167,3 +167,76 @@ def test_it_serves_the_schema_and_docs_without_a_cdn(api_client, researcher_clie
         html = researcher_client.get(page).content.decode()
         assert "/static/drf_spectacular_sidecar/" in html
         assert "cdn" not in html.lower()
+
+
+SEARCH_STEP = (
+    "<step><reasoning>r</reasoning><search>capital of France</search>"
+    "<context>Doc 1(Title: France) Paris</context><conclusion>Paris</conclusion></step>"
+)
+NON_SEARCH_STEP = "<step><reasoning>I know it</reasoning><conclusion>Paris</conclusion></step>"
+
+
+def _hiprag(*steps):
+    return f"<think>{''.join(steps)}</think><answer>Paris</answer>"
+
+
+@pytest.mark.parametrize("sync_max", [10, 2])  # in the request, and as a job
+def test_a_request_is_a_batch_for_hiprags_sec_5_3_average_bonus(api_client, settings, sync_max):
+    settings.SCORE_SYNC_MAX = sync_max
+    body = {
+        "method": "hiprag",
+        "params": {"process": "under_only"},
+        "trajectories": [
+            # under_only: the non-search steps only; 1 + 0.4·1/2 and 1 + 0.4·1/1
+            {
+                "response": _hiprag(SEARCH_STEP, NON_SEARCH_STEP, NON_SEARCH_STEP),
+                "golden_answers": ["Paris"],
+                "judgements": {"step_flags": [True, False, True]},
+            },
+            {
+                "response": _hiprag(SEARCH_STEP, NON_SEARCH_STEP),
+                "golden_answers": ["Paris"],
+                "judgements": {"step_flags": [True, False]},
+            },
+            # correct, no non-search step: the batch's average bonus (0.2 + 0.4) / 2 (used to be an error)
+            {
+                "response": _hiprag(SEARCH_STEP),
+                "golden_answers": ["Paris"],
+                "judgements": {"step_flags": [True]},
+            },
+        ],
+    }
+    response = api_client.post("/api/v1/score", body, format="json")
+    if sync_max == 2:
+        assert response.status_code == 202
+        services.score_job_run(job_id=ScoreJob.objects.get().pk)
+        results = api_client.get(response["Location"]).json()["results"]
+    else:
+        assert response.status_code == 200, response.content
+        results = response.json()["results"]
+    assert [r["total"] for r in results] == pytest.approx([1.2, 1.4, 1.3])
+
+
+def test_a_verdict_count_that_does_not_match_the_steps_is_reported_with_its_field(api_client):
+    body = {
+        "method": "hiprag",
+        "trajectories": [
+            {
+                "response": _hiprag(SEARCH_STEP),
+                "golden_answers": ["Paris"],
+                "judgements": {"step_flags": [1, 0]},
+            },
+            {
+                "response": _hiprag(SEARCH_STEP),
+                "golden_answers": ["Paris"],
+                "judgements": {"step_flags": [False, False]},
+            },
+            {"response": "no steps", "golden_answers": ["Paris"], "judgements": {"step_flags": [False]}},
+        ],
+    }
+    response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 200, response.content
+    first, second, third = response.json()["results"]
+    assert first["error"]["field"] == "judgements.step_flags[0]"  # 1 is not a verdict
+    assert second["error"] == {"field": "judgements.step_flags", "message": "2 verdicts for 1 steps"}
+    assert third["error"] == {"field": "judgements.step_flags", "message": "1 verdicts for 0 steps"}
