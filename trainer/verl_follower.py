@@ -1,0 +1,245 @@
+"""Follow a veRL run into searchlab while it trains: its rollout dumps and its metrics, over HTTP.
+
+veRL (0.9.1) writes, with ``trainer.rollout_data_dir=DIR``, one ``DIR/<step>.jsonl`` per training step
+(``RayPPOTrainer._write_generations``): a row per sample with ``input`` (the decoded prompt), ``output`` (the decoded
+response), ``gts`` (``reward_model.ground_truth``), ``score`` (the sequence's reward), ``step``, and every key of the
+reward function's ``reward_extra_info`` — with :mod:`trainer.verl_reward` that includes ``searchlab``, the parsed
+steps, step rewards and verdicts the reward was computed from. With ``trainer.logger=['console','file']`` veRL's
+``FileLogger`` appends ``{"step": N, "data": {metric: value}}`` lines to ``VERL_FILE_LOGGER_PATH``.
+
+The follower turns both into searchlab's batches (:mod:`trainer.report_client`) and sends them to a run with its
+ingest token; nothing in veRL changes::
+
+    python -m trainer.verl_follower --url http://searchlab:8000 --run-id 42 \\
+        --rollout-dir /ckpt/rollouts --metrics-file /ckpt/metrics.jsonl --spool /tmp/follow-42
+
+Samples are keyed ``verl:<step>:<line>``, metrics are (step, key): replays and restarts store nothing twice. veRL
+writes a step's file whole, in a background thread; a line without its newline yet is read on the next pass.
+Metric names: veRL's own keys are kept as ``verl/<key>``, and the ones searchlab plots get searchlab's names
+(:data:`METRIC_NAMES`); each step's dump also gives ``rollout/score_mean``, ``format_ok_rate``, ``searches/mean``
+and ``accuracy`` (cover EM of the parsed answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import signal
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer.report_client import TOKEN_ENV, Batch, ReportClient, read_new_lines
+
+logger = logging.getLogger(__name__)
+
+METRIC_NAMES = {
+    "critic/score/mean": "reward/mean",
+    "actor/entropy": "entropy",
+    "actor/pg_loss": "loss",
+    "actor/grad_norm": "grad_norm",
+    "actor/kl_loss": "kl",
+    "actor/lr": "learning_rate",
+    "actor/pg_clipfrac": "clip_ratio",
+    "response_length/mean": "completion_length",
+    "timing_s/step": "step_time",
+}
+
+
+def _golds(value: Any) -> list[str]:
+    if isinstance(value, Mapping):
+        value = value.get("target", value.get("golden_answers"))
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+def _detail(row: Mapping[str, Any]) -> dict[str, Any]:
+    raw = row.get("searchlab")
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return dict(raw) if isinstance(raw, Mapping) else {}
+
+
+def sample_row(row: Mapping[str, Any], *, question_key: str = "question") -> dict[str, Any]:
+    """A veRL dump row as a searchlab sample row (trainer.callbacks.sample_row's fields that ingest reads)."""
+    detail = _detail(row)
+    score = row.get("score")
+    return {
+        "step": row.get("step") if isinstance(row.get("step"), int) else None,
+        "prompt": row.get("input"),
+        "question": row.get(question_key) or row.get("input") or "",
+        "question_id": row.get("question_id") or row.get("uid") or "",
+        "golden_answers": _golds(row.get("gts")),
+        "text": row.get("output") if isinstance(row.get("output"), str) else "",
+        "reward": float(score) if isinstance(score, int | float) and math.isfinite(score) else None,
+        "components": detail.get("components") or {},
+        "step_rewards": detail.get("step_rewards") or None,
+        "steps": detail.get("steps") or [],
+    }
+
+
+def dump_metrics(
+    step: int, rows: Sequence[Mapping[str, Any]], method: str, now: float
+) -> list[dict[str, Any]]:
+    """Per-step behaviour metrics computed from the step's dumped samples."""
+    from scoring.formats import parse
+    from scoring.metrics import cover_exact_match
+    from scoring.scorer import METHODS
+
+    if not rows:
+        return []
+    scores = [float(r["score"]) for r in rows if isinstance(r.get("score"), int | float)]
+    parsed = [parse(METHODS[method].format, str(r.get("output") or "")) for r in rows]
+    values = {
+        "format_ok_rate": sum(t.valid for t in parsed) / len(parsed),
+        "searches/mean": statistics.fmean(t.n_searches for t in parsed),
+        "accuracy": statistics.fmean(
+            float(t.answer is not None and cover_exact_match(t.answer, _golds(r.get("gts")) or [""]))
+            for t, r in zip(parsed, rows, strict=True)
+        ),
+    }
+    if scores:
+        values["rollout/score_mean"] = statistics.fmean(scores)
+    return [{"step": step, "key": k, "value": v, "time": now} for k, v in values.items()]
+
+
+class VerlFollower:
+    """Reads new dump lines and metric lines since the last :meth:`read` (offsets per file kept in memory; a
+    restarted follower reads everything again, which ingest's keys make harmless)."""
+
+    def __init__(
+        self, rollout_dir: str | Path, *, method: str, metrics_file: str | Path | None = None
+    ) -> None:
+        self.rollout_dir = Path(rollout_dir)
+        self.metrics_file = Path(metrics_file) if metrics_file else None
+        self.method = method
+        self.offsets: dict[str, int] = {}
+        self.lines: dict[str, int] = {}
+        self.metrics_offset = 0
+
+    def read(self) -> Batch:
+        samples: list[dict[str, Any]] = []
+        metrics: list[dict[str, Any]] = []
+        now = time.time()
+        files = sorted(
+            (p for p in self.rollout_dir.glob("*.jsonl") if p.stem.isdigit()), key=lambda p: int(p.stem)
+        )
+        for path in files:
+            rows, offset = read_new_lines(path, self.offsets.get(path.name, 0))
+            if offset < self.offsets.get(path.name, 0):
+                continue
+            self.offsets[path.name] = offset
+            step = int(path.stem)
+            first = self.lines.get(path.name, 0)
+            for n, (_, row) in enumerate(rows, start=first):
+                samples.append({"key": f"verl:{step}:{n}", "row": sample_row(row)})
+            self.lines[path.name] = first + len(rows)
+            if rows:
+                metrics.extend(dump_metrics(step, [row for _, row in rows], self.method, now))
+        if self.metrics_file is not None:
+            rows, self.metrics_offset = read_new_lines(self.metrics_file, self.metrics_offset)
+            for _, logged in rows:
+                at, data = logged.get("step"), logged.get("data")
+                if not isinstance(at, int) or not isinstance(data, Mapping):
+                    continue
+                for key, value in data.items():
+                    if (
+                        isinstance(value, int | float)
+                        and not isinstance(value, bool)
+                        and math.isfinite(value)
+                    ):
+                        metrics.append(
+                            {"step": at, "key": f"verl/{key}"[:100], "value": float(value), "time": now}
+                        )
+                        if key in METRIC_NAMES:
+                            metrics.append(
+                                {"step": at, "key": METRIC_NAMES[key], "value": float(value), "time": now}
+                            )
+        return {"metrics": metrics, "samples": samples}
+
+
+def follow(
+    follower: VerlFollower,
+    client: ReportClient,
+    *,
+    interval: float = 2.0,
+    until: Any = None,
+    final: str | None = None,
+    drain_seconds: float = 120.0,
+) -> None:
+    """Read and send every ``interval`` seconds until ``until()`` is true (or SIGTERM/SIGINT), then drain."""
+    stop = {"now": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            done = stop["now"] or (until is not None and until())
+            batch = follower.read()
+            batch["heartbeat"] = True
+            if done and final:
+                batch["final"] = final
+            client.submit(batch)
+            client.flush()
+            if done:
+                break
+            time.sleep(interval)
+        deadline = time.monotonic() + drain_seconds
+        while not client.flush() and time.monotonic() < deadline:
+            time.sleep(interval)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.verl_follower", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--run-id", type=int, required=True)
+    parser.add_argument("--token-env", default=TOKEN_ENV)
+    parser.add_argument("--rollout-dir", required=True, help="veRL's trainer.rollout_data_dir")
+    parser.add_argument("--metrics-file", help="veRL's VERL_FILE_LOGGER_PATH (trainer.logger with 'file')")
+    parser.add_argument("--method", default="search_r1", help="the trajectories' format (searchlab method)")
+    parser.add_argument(
+        "--spool", default="", help="the spool folder (default: <rollout-dir>/.searchlab-spool)"
+    )
+    parser.add_argument("--interval", type=float, default=2.0)
+    parser.add_argument("--until-file", help="stop (and mark the run finished) once this file exists")
+    args = parser.parse_args(argv)
+    token = os.environ.get(args.token_env, "")
+    if not token:
+        parser.error(f"${args.token_env} is empty: the run's ingest token is required")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    follower = VerlFollower(args.rollout_dir, method=args.method, metrics_file=args.metrics_file)
+    client = ReportClient(
+        args.url, args.run_id, token, args.spool or Path(args.rollout_dir) / ".searchlab-spool"
+    )
+    until_file = Path(args.until_file) if args.until_file else None
+    follow(
+        follower,
+        client,
+        interval=args.interval,
+        until=(lambda: until_file.exists()) if until_file else None,
+        final="finished" if until_file else None,
+    )
+    print(json.dumps({"rows_sent": client.rows_submitted, "rows_acknowledged": client.rows_acknowledged}))
+    return 0 if client.pending() == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
