@@ -55,10 +55,16 @@ class Judges:
     # HiPRAG's over-/under-search detectors from the evidence heuristic (scoring.judging.evidence) instead of an
     # LLM: no judge calls at all; the other detectors still use ``judge`` when one is set.
     evidence: bool = False
+    # HiPRAG's own over-search test (Sec. 3.2, agent.judges.hiprag_over_search) in place of the evidence heuristic's
+    # over-search rules, beside its under-search: each query is re-asked without retrieval to ``regenerator`` (a chat
+    # client) or, when None, to the policy; ``judge`` compares the answer with the step's conclusion (Fig. 5's
+    # prompt), or, when None, scoring.judging.reask's lexical match (no LLM). Set with ``evidence=True``.
+    reask: bool = False
+    regenerator: ChatJudge | None = None
 
     def all(self) -> list[ChatJudge]:
         found: list[ChatJudge] = []
-        for judge in (self.judge, self.under_search_judge, self.answer_judge):
+        for judge in (self.judge, self.under_search_judge, self.answer_judge, self.regenerator):
             if judge is not None and all(judge is not other for other in found):
                 found.append(judge)
         return found
@@ -228,7 +234,7 @@ async def evaluate(
         if progress is not None:  # what is left is judging (and the policy-side detectors) only
             progress("judge", calls[0], calls[1], "waiting for judges")
         policy_work: list[Awaitable[Any]] = [asyncio.gather(*judge_tasks)]
-        if method == "hiprag" and judges.judge is not None and not judges.evidence:
+        if method == "hiprag" and (judges.reask or (judges.judge is not None and not judges.evidence)):
             policy_work.append(_over_search(backend, judges, ordered))
         if method == "autosearch" and config.intermediate_answers:
             policy_work.append(_intermediate(backend, ordered))
@@ -283,6 +289,8 @@ async def _judge_record(
         found = det.hiprag_evidence(trajectory, q.text, q.golds, q.supporting_titles)
         if method == "search_r1":  # the baseline's over-search (HiPRAG measures it); no conclusions to verify
             found = {det.OVER_SEARCH: found[det.OVER_SEARCH]}
+        elif judges.reask:  # over-search comes from the re-ask test, after the rollouts
+            found = {det.UNDER_SEARCH: found[det.UNDER_SEARCH]}
         record.verdicts.update(found)
     if judge is not None:
         if method == "hiprag" and trajectory.valid and not judges.evidence:
@@ -323,10 +331,13 @@ async def _evaluate_path(
 async def _over_search(
     backend: GenerationBackend, judges: Judges, records: Sequence[TrajectoryRecord]
 ) -> None:
-    assert judges.judge is not None
     valid = [r for r in records if r.trajectory.valid]
     results = await det.hiprag_over_search(
-        backend, judges.judge, [r.trajectory for r in valid], batch_size=judges.regeneration_batch_size
+        backend,
+        judges.judge,
+        [r.trajectory for r in valid],
+        batch_size=judges.regeneration_batch_size,
+        regenerator=judges.regenerator if judges.reask else None,
     )
     for record, found in zip(valid, results, strict=True):
         record.verdicts[det.OVER_SEARCH] = found
@@ -376,6 +387,7 @@ def _counted(judges: Judges, progress: Progress, counts: list[int]) -> Judges:
         judge=wrap(judges.judge),
         under_search_judge=wrap(judges.under_search_judge),
         answer_judge=wrap(judges.answer_judge),
+        regenerator=wrap(judges.regenerator),
     )
 
 

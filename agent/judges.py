@@ -2,9 +2,11 @@
 policy itself). Every function returns :class:`JudgeResult` values; a failed call is ``Verdict.ERROR`` with its
 error text, a reply not in the judge's format is ``Verdict.UNPARSEABLE`` (never retried, see judge_client).
 
-* HiPRAG over-search (Sec. 3.2): every search query of a batch is put to the POLICY as a standalone question —
-  deduplicated, in batches — and as each regeneration batch finishes, its equivalence-judge calls start while the
-  next batch generates (Appendix I: "for re-generation batch t, execute batch t − 1 verifier API calls").
+* HiPRAG over-search (Sec. 3.2): every search query of a batch is put to the POLICY (or to a ``regenerator``
+  chat client: any OpenAI-compatible endpoint) as a standalone question — deduplicated, in batches — and as each
+  regeneration batch finishes, its equivalence-judge calls start while the next batch generates (Appendix I: "for
+  re-generation batch t, execute batch t − 1 verifier API calls"). Without an equivalence judge the comparison is
+  lexical (``scoring.judging.reask``): the re-ask judge that runs on a CPU.
 * HiPRAG under-search: a verifier on each non-search step.
 * TIRESRAG-R1 sufficiency (Eq. 2) and thinking quality (Eq. 3).
 * Search-P1 reference planner (Algorithm 1: offline, cached per question in a :class:`ReferencePlanStore`) and
@@ -109,15 +111,41 @@ async def regenerate_answers(
     return [generation.text.strip() for generation in generations]
 
 
+async def regenerate_with(
+    regenerator: ChatJudge, queries: Sequence[str], *, max_new_tokens: int = 128
+) -> list[JudgeReply]:
+    """o'_i for each query from a chat client (an OpenAI-compatible endpoint, or the policy as TransformersJudge):
+    the query as a standalone question (HiPRAG Sec. 3.2), no retrieval. A failed call is a reply without text
+    (after the client's retries), never an empty answer."""
+    return list(
+        await asyncio.gather(
+            *(
+                regenerator.chat(_user(hiprag_judging.regeneration_prompt(query)), max_tokens=max_new_tokens)
+                for query in queries
+            )
+        )
+    )
+
+
 async def hiprag_over_search(
-    policy: GenerationBackend,
-    judge: ChatJudge,
+    policy: GenerationBackend | None,
+    judge: ChatJudge | None,
     trajectories: Sequence[Trajectory],
     *,
     batch_size: int = 64,
     max_new_tokens: int = 128,
+    regenerator: ChatJudge | None = None,
 ) -> list[list[JudgeResult]]:
-    """One over-search result per search step of each trajectory (``step_index`` = the step's index)."""
+    """One over-search result per search step of each trajectory (``step_index`` = the step's index).
+
+    HiPRAG's re-ask test: each query is answered without retrieval — by ``policy`` (a generation backend), or by
+    ``regenerator`` (any chat client) when given — and ``judge`` decides with Fig. 5's prompt whether that answer
+    o'_i is equivalent to the step's conclusion o_i (TRUE = over-search). With ``judge=None`` the comparison is
+    :func:`scoring.judging.reask.lexical_equivalence` (no LLM; judge model ``reask-lexical``). A failed
+    regeneration makes the steps that asked that query ``ERROR`` (no judge call), never "no".
+    """
+    from scoring.judging import reask
+
     queries = list(dict.fromkeys(step.query or "" for t in trajectories for step in t.search_steps))
     by_query: dict[str, list[tuple[int, int]]] = {}
     for t_index, trajectory in enumerate(trajectories):
@@ -125,9 +153,15 @@ async def hiprag_over_search(
             by_query.setdefault(step.query or "", []).append((t_index, step.index))
     results: list[list[JudgeResult]] = [[] for _ in trajectories]
     pending: list[asyncio.Task[tuple[int, JudgeResult]]] = []
+    judge_model = judge.model if judge is not None else reask.JUDGE_MODEL
 
     async def judge_step(t_index: int, step_index: int, regenerated: str) -> tuple[int, JudgeResult]:
         conclusion = trajectories[t_index].steps[step_index].conclusion or ""
+        if judge is None:
+            verdict = reask.lexical_equivalence(conclusion, regenerated)
+            return t_index, JudgeResult(
+                OVER_SEARCH, verdict, step_index=step_index, regenerated=regenerated, model=judge_model
+            )
         messages = _user(hiprag_judging.over_search_message(conclusion, regenerated))
         result = await _judge(
             judge,
@@ -139,13 +173,41 @@ async def hiprag_over_search(
         )
         return t_index, result
 
+    def failed(t_index: int, step_index: int, error: str) -> None:
+        if judge is not None:
+            judge.stats.record_verdict(OVER_SEARCH, Verdict.ERROR.value)
+        results[t_index].append(
+            JudgeResult(
+                OVER_SEARCH,
+                Verdict.ERROR,
+                step_index=step_index,
+                error=f"regeneration failed: {error}",
+                model=judge_model,
+            )
+        )
+
     for start in range(0, len(queries), batch_size):
         batch = queries[start : start + batch_size]
-        answers = await regenerate_answers(policy, batch, max_new_tokens=max_new_tokens)
+        answers: list[str | None]
+        errors: list[str | None]
+        if regenerator is not None:
+            replies = await regenerate_with(regenerator, batch, max_new_tokens=max_new_tokens)
+            answers = [None if r.text is None else r.text.strip() for r in replies]
+            errors = [r.error or "no reply" for r in replies]
+        elif policy is not None:
+            answers = list(await regenerate_answers(policy, batch, max_new_tokens=max_new_tokens))
+            errors = [None] * len(batch)
+        else:
+            raise ValueError(
+                "HiPRAG's over-search test needs a policy or a regenerator to re-ask the queries"
+            )
         # Batch t's judge calls run while batch t + 1 regenerates (the policy works in a worker thread).
-        for query, answer in zip(batch, answers, strict=True):
+        for query, answer, error in zip(batch, answers, errors, strict=True):
             for t_index, step_index in by_query[query]:
-                pending.append(asyncio.create_task(judge_step(t_index, step_index, answer)))
+                if answer is None:
+                    failed(t_index, step_index, error or "no reply")
+                else:
+                    pending.append(asyncio.create_task(judge_step(t_index, step_index, answer)))
     for t_index, result in await asyncio.gather(*pending):
         results[t_index].append(result)
     for row in results:
