@@ -10,7 +10,11 @@ prompt, a tag or a judge. ``rollout.options``:
 * ``judge`` — ``{"base_url", "model", "api_key_env", ...}`` for an OpenAI-compatible judge
   (:class:`agent.judge_client.JudgeEndpoint` fields), ``"policy"`` to let the policy judge itself (a CPU demo
   only: the papers use an external judge), or ``"evidence"`` for HiPRAG's heuristic evidence judge
-  (:mod:`scoring.judging.evidence`: the dataset's supporting titles and the trajectory, no LLM). Without a judge, HiPRAG's bonus, TIRESRAG's sufficiency/thinking and
+  (:mod:`scoring.judging.evidence`: the dataset's supporting titles and the trajectory, no LLM), or ``"reask"`` for
+  HiPRAG's own over-search test (the policy re-asked each query without retrieval, its answer matched with the
+  step's conclusion by :mod:`scoring.judging.reask`; under-search by the evidence rules) — or an endpoint dict with
+  ``"reask": "policy" | "endpoint"`` to judge that match with Fig. 5's prompt (and, with ``"endpoint"``, to re-ask
+  the endpoint's model). Without a judge, HiPRAG's bonus, TIRESRAG's sufficiency/thinking and
   Search-P1's evaluator are missing, and the reward adapter gives those samples no advantage (never a silent "no").
 * ``max_turns``, ``max_new_tokens``, ``max_obs_tokens``, ``topk`` — override the config's budgets (older configs).
 
@@ -91,6 +95,17 @@ class AgentRollout:
             return Judges()
         if self.judge_option == "evidence":  # the heuristic judge (scoring.judging.evidence): no LLM
             return Judges(evidence=True)
+        if self.judge_option == "reask":
+            # HiPRAG's over-search test (Sec. 3.2): the policy re-asked each query without retrieval, its answer
+            # matched lexically with the step's conclusion (scoring.judging.reask); under-search: the evidence rules.
+            return Judges(evidence=True, reask=True)
+        if isinstance(self.judge_option, Mapping) and self.judge_option.get("reask"):
+            # The same test with an endpoint judging equivalence by Fig. 5's prompt; reask = "endpoint" re-asks the
+            # endpoint's model instead of the policy.
+            option = {k: v for k, v in self.judge_option.items() if k != "reask"}
+            endpoint = OpenAIJudge(JudgeEndpoint(**option))
+            regenerator = endpoint if self.judge_option["reask"] == "endpoint" else None
+            return Judges(judge=endpoint, evidence=True, reask=True, regenerator=regenerator)
         if self.judge_option == "policy":
             # The CPU demo's self-judge: its verdicts are a few tokens; 48 keeps a rambling reply from costing the
             # step 256 tokens of generation per call (a reply cut before its verdict is unparseable, not "no").

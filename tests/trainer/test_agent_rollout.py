@@ -101,3 +101,15 @@ def test_the_configs_budgets_reach_the_rollout_and_every_phase_reaches_the_heart
     assert (heartbeat["step"], heartbeat["max_steps"], heartbeat["phase"]) == (2, 2, "done")
     assert {"load", "generate", "update"} <= set(heartbeat["phase_seconds"])
     assert heartbeat["mean_step_seconds"] > 0 and heartbeat["eta_seconds"] == 0
+
+
+def test_the_reask_judge_option_selects_hiprags_own_over_search_test() -> None:
+    lexical = AgentRollout("hiprag", None, None, {"judge": "reask"})._judges(None)
+    assert (lexical.evidence, lexical.reask, lexical.judge, lexical.regenerator) == (True, True, None, None)
+    option = {"reask": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 1}
+    endpoint = AgentRollout("hiprag", None, None, {"judge": option})._judges(None)
+    assert endpoint.reask and endpoint.judge is not None and endpoint.regenerator is endpoint.judge
+    policy = AgentRollout("hiprag", None, None, {"judge": {**option, "reask": "policy"}})._judges(None)
+    assert (
+        policy.judge is not None and policy.regenerator is None
+    )  # the policy answers, the endpoint compares
