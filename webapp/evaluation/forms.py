@@ -24,6 +24,11 @@ JUDGE_CHOICES = (
     ("policy", "the policy model judges"),
     ("openai", "an OpenAI-compatible endpoint"),
     ("evidence", "evidence — heuristic, no LLM (HiPRAG's over-/under-search from the supporting passages)"),
+    (
+        "reask",
+        "re-ask — HiPRAG's over-search test: the policy re-asked each query without retrieval, its answer "
+        "matched with the step's conclusion (no LLM judge); under-search by the evidence rules",
+    ),
 )
 
 

@@ -17,7 +17,7 @@ from webapp.runs.models import Method
 
 # transformers and vllm run a local model folder in the worker (vllm: `make vllm`, docs/vllm.md); openai calls a server.
 BACKEND_KINDS = ("transformers", "vllm", "openai")
-JUDGE_KINDS = ("none", "policy", "openai", "evidence")
+JUDGE_KINDS = ("none", "policy", "openai", "evidence", "reask")
 # The rollout settings a run may override (the rest are each method's paper settings, agent.rollout.PAPER_CONFIGS).
 ROLLOUT_OVERRIDES = (
     "topk",
@@ -141,7 +141,7 @@ def evaluation_spec_check(spec: EvaluationSpec) -> None:
             raise EvaluationConfigError("judge_model", "name the model the judge endpoint serves")
     _check_url("judge_url", judge.base_url)
     _check_env_name("judge_key_env", judge.api_key_env)
-    if judge.answer_judge and judge.kind in ("none", "evidence"):
+    if judge.answer_judge and judge.kind in ("none", "evidence", "reask"):
         raise EvaluationConfigError("answer_judge", "LLM-as-judge correctness needs a judge")
     if not isinstance(spec.params, dict):
         raise EvaluationConfigError("params", "a JSON object of reward parameters")
