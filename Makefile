@@ -15,10 +15,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 venv: $(VENV)/.installed
 
 # The demo: migrate a SQLite database under var/, load demo/ (users, two runs to compare, an audit), set up the
-# CPU model, then serve the web app and a Celery worker (filesystem broker) until Ctrl-C.
+# CPU model, then serve the web app and Celery workers (filesystem broker) at once, while the warm start runs in the
+# background as a warm-start run, until Ctrl-C or SIGTERM (make passes SIGTERM on), which stops all of it.
+DEMO_ADDR ?= 127.0.0.1:8000
 demo: $(VENV)/.installed
 	$(PY) -m agent.setup_model
-	$(PY) manage.py demo
+	$(PY) manage.py demo $(DEMO_ADDR)
 
 test: lint typecheck pytest
 

@@ -93,6 +93,14 @@ class WarmStartTraining:
             "the top layers; the backward pass then stops there, about 1.8× less compute on a CPU."
         ),
     )
+    cache_frozen_layers: bool = field(
+        default=True,
+        metadata=_help(
+            "With trainable_layers: run the frozen bottom layers once per demonstration and train the top ones on "
+            "their stored output, the LM head only where the loss is (the model's own tokens). The same updates "
+            "as TRL's SFTTrainer over the whole model (false), for a fraction of the compute (docs/warm_start.md)."
+        ),
+    )
 
 
 @dataclass
@@ -120,6 +128,13 @@ class WarmStartConfig:
     model: WarmStartModel = field(default_factory=WarmStartModel)
     data: WarmStartData = field(default_factory=WarmStartData)
     training: WarmStartTraining = field(default_factory=WarmStartTraining)
+    demo_recipe: int = field(
+        default=0,
+        metadata=_help(
+            "The demo's warm model only: its recipe (trainer.warm_start.DEMO_RECIPE), written into warm_start.json "
+            "so an older one is rebuilt (0: not the demo's)."
+        ),
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -265,7 +280,6 @@ def run(config: WarmStartConfig) -> dict[str, Any]:
 
     from retrieval.api import searcher_for_index
     from trainer.config import ModelConfig
-    from trainer.demonstrations import build_demonstrations, tokenized
     from trainer.models import load_policy
 
     if config.model.torch_threads:
@@ -276,6 +290,41 @@ def run(config: WarmStartConfig) -> dict[str, Any]:
     rows = read_rows(config.data.path)
     common = read_rows(COMMON_KNOWLEDGE) if COMMON_KNOWLEDGE.is_file() else []
     plans = choose_plans(config, rows, common)
+
+    examples, counts = demonstration_examples(config, tokenizer, searcher, plans, out, progress)
+    if not examples:
+        raise ConfigError("data.path", "gave no usable demonstration (see demonstrations.jsonl for why)")
+    built = time.perf_counter()
+
+    trained_seconds = _train(config, model, tokenizer, examples, progress)
+    progress.update("save", 0, 0, "saving the warm-started model")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    shutil.rmtree(out / "sft", ignore_errors=True)  # the SFTTrainer's own output folder: nothing kept in it
+    summary = {
+        "base_model": config.model.path,
+        "methods": counts,
+        "examples": len(examples),
+        "demonstration_seconds": round(built - started, 1),
+        "train_seconds": round(trained_seconds, 1),
+        **({"demo_recipe": config.demo_recipe} if config.demo_recipe else {}),
+    }
+    (out / "warm_start.json").write_text(json.dumps(summary, indent=2) + "\n")
+    progress.update("done", 0, 0, "finished", force=True)
+    return summary
+
+
+def demonstration_examples(
+    config: WarmStartConfig,
+    tokenizer: Any,
+    searcher: Any,
+    plans: dict[str, list[Any]],
+    out: Path,
+    progress: Any,
+) -> tuple[list[dict[str, list[int]]], dict[str, dict[str, int]]]:
+    """The tokenized demonstrations of every method (written, valid or not, to ``out/demonstrations.jsonl``) and
+    their counts per method."""
+    from trainer.demonstrations import build_demonstrations, tokenized
 
     examples: list[dict[str, list[int]]] = []
     counts: dict[str, dict[str, int]] = {}
@@ -324,25 +373,7 @@ def run(config: WarmStartConfig) -> dict[str, Any]:
                 "used": kept,
                 "no_search": sum(d.valid and d.searches == 0 for d in demos),
             }
-    if not examples:
-        raise ConfigError("data.path", "gave no usable demonstration (see demonstrations.jsonl for why)")
-    built = time.perf_counter()
-
-    trained_seconds = _train(config, model, tokenizer, examples, progress)
-    progress.update("save", 0, 0, "saving the warm-started model")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    shutil.rmtree(out / "sft", ignore_errors=True)  # the SFTTrainer's own output folder: nothing kept in it
-    summary = {
-        "base_model": config.model.path,
-        "methods": counts,
-        "examples": len(examples),
-        "demonstration_seconds": round(built - started, 1),
-        "train_seconds": round(trained_seconds, 1),
-    }
-    (out / "warm_start.json").write_text(json.dumps(summary, indent=2) + "\n")
-    progress.update("done", 0, 0, "finished", force=True)
-    return summary
+    return examples, counts
 
 
 def _train(
@@ -356,6 +387,9 @@ def _train(
     from trainer.models import freeze_lower_layers
 
     t = config.training
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if t.cache_frozen_layers and layers is not None and 0 < t.trainable_layers < len(layers):
+        return _train_cached(config, model, examples, progress)
     freeze_lower_layers(model, t.trainable_layers)
     args = SFTConfig(
         output_dir=str(Path(config.output_dir) / "sft"),
@@ -392,6 +426,106 @@ def _train(
     return time.perf_counter() - started
 
 
+def step_batches(n_examples: int, per_step: int, epochs: float, seed: int) -> list[list[int]]:
+    """The demonstrations of each optimizer step: every epoch a fresh seeded shuffle cut into steps of
+    ``per_step`` (the last one of an epoch may be smaller); a fractional epoch count keeps the first steps of its
+    last epoch."""
+    rng = random.Random(seed)
+    per_epoch = max(1, -(-n_examples // per_step))
+    total = max(1, round(epochs * per_epoch))
+    steps: list[list[int]] = []
+    while len(steps) < total:
+        order = list(range(n_examples))
+        rng.shuffle(order)
+        steps.extend(order[i : i + per_step] for i in range(0, n_examples, per_step))
+    return steps[:total]
+
+
+def _train_cached(
+    config: WarmStartConfig, model: Any, examples: list[dict[str, list[int]]], progress: Any
+) -> float:
+    """Supervised training of the top ``trainable_layers`` on the frozen bottom layers' output, computed once.
+
+    The frozen layers give the same activations every epoch (no dropout in SmolLM2, weights unchanged), so they
+    run once per demonstration, without autograd, and the epochs start from their stored output. The LM head and
+    its softmax run only at the positions whose next token is the model's own (the loss's), not at the prompt's
+    and the passages' (~80% of a demonstration). One demonstration per forward pass: no padding. The loss is the
+    mean over the step's model tokens, the optimizer AdamW with a cosine schedule and 2 warm-up steps, gradients
+    clipped at norm 1: what TRL's SFTTrainer does with the same settings (``cache_frozen_layers = false``)."""
+    import math
+
+    import torch
+    from torch.nn import functional
+
+    from trainer.callbacks import METRICS_FILE
+    from trainer.models import freeze_lower_layers
+
+    t = config.training
+    inner = model.model
+    layers, norm = inner.layers, inner.norm
+    split = len(layers) - t.trainable_layers
+    freeze_lower_layers(model, t.trainable_layers)
+    started = time.perf_counter()
+    cached: list[Any] = []
+    model.eval()
+    inner.layers, inner.norm = torch.nn.ModuleList(list(layers)[:split]), torch.nn.Identity()
+    try:
+        with torch.no_grad():
+            for i, example in enumerate(examples):
+                progress.update(
+                    "train", i, len(examples), "the frozen layers, once per demonstration", force=i == 0
+                )
+                ids = torch.tensor([example["input_ids"]])
+                cached.append(inner(input_ids=ids, use_cache=False).last_hidden_state[0].clone())
+    finally:
+        inner.layers, inner.norm = layers, norm
+    targets = [torch.tensor(e["labels"][1:]) for e in examples]
+    keep = [(y != -100).nonzero().squeeze(1) for y in targets]
+    steps = step_batches(len(examples), t.batch_size * t.gradient_accumulation_steps, t.epochs, t.seed)
+    per_epoch = max(1, -(-len(examples) // (t.batch_size * t.gradient_accumulation_steps)))
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=t.learning_rate, weight_decay=0.0)
+    from transformers import get_cosine_schedule_with_warmup
+
+    schedule = get_cosine_schedule_with_warmup(optimizer, min(2, len(steps)), len(steps))
+    metrics = Path(config.output_dir) / METRICS_FILE
+    model.train()
+    inner.layers = torch.nn.ModuleList(list(layers)[split:])
+    try:
+        for number, batch in enumerate(steps, start=1):
+            progress.begin_step(number, len(steps), "train", "supervised warm start")
+            tokens = sum(len(keep[i]) for i in batch) or 1
+            total = 0.0
+            for i in batch:
+                out = model(inputs_embeds=cached[i][None], logits_to_keep=keep[i], use_cache=False)
+                loss = functional.cross_entropy(out.logits[0].float(), targets[i][keep[i]], reduction="sum")
+                (loss / tokens).backward()  # type: ignore[no-untyped-call]
+                total += float(loss.detach())
+            learning_rate = schedule.get_last_lr()[0]
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            values = {
+                "loss": total / tokens,
+                "learning_rate": learning_rate,
+                "grad_norm": grad_norm,
+                "epoch": number / per_epoch,
+            }
+            now = time.time()
+            with metrics.open("a", encoding="utf-8") as handle:
+                handle.writelines(
+                    json.dumps({"step": number, "time": now, "key": key, "value": value}) + "\n"
+                    for key, value in values.items()
+                    if math.isfinite(value)
+                )
+            progress.end_step(next_phase="train")
+    finally:
+        inner.layers = layers
+    model.eval()
+    return time.perf_counter() - started
+
+
 # --- the demo's cached warm start -------------------------------------------------------------------------------
 
 
@@ -403,6 +537,9 @@ DEMO_METHODS = ("hiprag", "search_r1")
 # (Stripping parentheticals in one linear pass, not a regex, changed 1 of its 112 demonstrations, a Search-R1 one:
 # not worth a rebuild, so still recipe 2.)
 DEMO_RECIPE = 2
+# The demo's data and training settings beyond the defaults (recipe 3 sets them).
+DEMO_DATA: dict[str, Any] = {}
+DEMO_TRAINING: dict[str, Any] = {}
 
 
 def demo_warm_model_recipe(target: Path) -> int | None:
@@ -417,17 +554,15 @@ def demo_warm_model_recipe(target: Path) -> int | None:
         return None
 
 
-def ensure_demo_warm_model(var_dir: Path, shared_dir: Path | None, *, base: Path | None = None) -> Path:
-    """The demo's warm-started SmolLM2 under ``var_dir/models``, made once (a finished folder of the current
-    :data:`DEMO_RECIPE` is reused; one of an older recipe is rebuilt in place).
+def demo_warm_start_values(
+    var_dir: Path, shared_dir: Path | None, *, base: Path | None = None
+) -> dict[str, Any]:
+    """The config of the demo's warm start (recipe :data:`DEMO_RECIPE`) into ``var_dir/models``.
 
-    Demonstrations come from wiki_multihop's train questions and a BM25 index of its corpus (built in seconds,
-    cached under ``var_dir/retrieval/indexes``) when ``shared_dir`` has them, else from the demo's own corpus and
-    questions.
+    Demonstrations come from wiki_multihop's train questions and a BM25 index of its corpus (built here in seconds
+    when missing, cached under ``var_dir/retrieval/indexes``) when ``shared_dir`` has them, else from the demo's
+    own corpus and questions.
     """
-    target = var_dir / "models" / WARM_MODEL_NAME
-    if demo_warm_model_recipe(target) == DEMO_RECIPE:
-        return target
     from retrieval.index import IndexConfig, build_index
 
     base = base or var_dir / "models" / "SmolLM2-135M-Instruct"
@@ -441,20 +576,26 @@ def ensure_demo_warm_model(var_dir: Path, shared_dir: Path | None, *, base: Path
     index = var_dir / "retrieval" / "indexes" / name
     if not (index / "metadata.json").is_file():
         build_index(corpus, index, IndexConfig(kind="bm25"))
-    config = warm_start_config(
-        {
-            "output_dir": str(target),
-            "index": str(index),
-            "model": {"path": str(base)},
-            "data": {"path": str(questions), "split": split},
-            # The demo trains HiPRAG against its Search-R1 baseline; each method more is ~15 more minutes on 2 cores.
-            "methods": list(DEMO_METHODS),
-        }
-    )
-    summary = run(config)
-    (target / "warm_start.json").write_text(
-        json.dumps({**summary, "demo_recipe": DEMO_RECIPE}, indent=2) + "\n"
-    )
+    return {
+        "output_dir": str(var_dir / "models" / WARM_MODEL_NAME),
+        "index": str(index),
+        "model": {"path": str(base)},
+        "data": {"path": str(questions), "split": split, **DEMO_DATA},
+        # The demo trains HiPRAG against its Search-R1 baseline; each method more costs more minutes.
+        "methods": list(DEMO_METHODS),
+        "training": dict(DEMO_TRAINING),
+        "demo_recipe": DEMO_RECIPE,
+    }
+
+
+def ensure_demo_warm_model(var_dir: Path, shared_dir: Path | None, *, base: Path | None = None) -> Path:
+    """The demo's warm-started SmolLM2 under ``var_dir/models``, made once in this process (a finished folder of
+    the current :data:`DEMO_RECIPE` is reused; one of an older recipe is rebuilt in place). ``manage.py demo``
+    runs the same config as a warm-start run beside the web server instead."""
+    target = var_dir / "models" / WARM_MODEL_NAME
+    if demo_warm_model_recipe(target) == DEMO_RECIPE:
+        return target
+    run(warm_start_config(demo_warm_start_values(var_dir, shared_dir, base=base)))
     return target
 
 

@@ -237,13 +237,83 @@ def test_a_cached_demo_warm_model_of_an_older_recipe_is_rebuilt(tmp_path: Path, 
     (target / "warm_start.json").write_text("{}")  # from before recipes were recorded: recipe 1
     assert warm_start.demo_warm_model_recipe(target) == 1 != warm_start.DEMO_RECIPE
     built: list[Any] = []
-    monkeypatch.setattr(warm_start, "run", lambda config: built.append(config) or {"examples": 3})
+
+    def fake_run(config: Any) -> dict[str, Any]:
+        built.append(config)
+        summary = {"examples": 3, "demo_recipe": config.demo_recipe}  # as run() writes it
+        (target / "warm_start.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr(warm_start, "run", fake_run)
 
     assert warm_start.ensure_demo_warm_model(tmp_path, None) == target
     assert len(built) == 1 and built[0].output_dir == str(target)
-    assert json.loads((target / "warm_start.json").read_text()) == {
-        "examples": 3,
-        "demo_recipe": warm_start.DEMO_RECIPE,
-    }
+    assert built[0].demo_recipe == warm_start.DEMO_RECIPE
     warm_start.ensure_demo_warm_model(tmp_path, None)
     assert len(built) == 1  # the current recipe's model is reused
+
+
+def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(tmp_path: Path) -> None:
+    """Frozen layers computed once, the LM head only where the loss is: the same weights after three steps as a
+    plain loop over the whole model (full logits, every label), with the same optimizer, schedule and order."""
+    import torch
+    from torch.nn import functional
+    from transformers import get_cosine_schedule_with_warmup
+
+    from trainer.models import freeze_lower_layers, tiny_model, tiny_tokenizer
+    from trainer.progress import ProgressReporter
+    from trainer.warm_start import _train_cached, step_batches
+
+    tokenizer = tiny_tokenizer()
+    generator = torch.Generator().manual_seed(0)
+    examples = []
+    for length in (40, 57, 33, 48, 61):
+        ids = torch.randint(0, len(tokenizer) - 2, (length,), generator=generator).tolist()
+        labels = [-100 if (i < length // 2 or i % 7 == 0) else t for i, t in enumerate(ids)]
+        examples.append({"input_ids": ids, "labels": labels})
+    config = warm_start_config(
+        {
+            "output_dir": str(tmp_path),
+            "index": "-",
+            "model": {"path": "tiny-random"},
+            "data": {"path": "-"},
+            "training": {
+                "epochs": 2,
+                "batch_size": 2,
+                "gradient_accumulation_steps": 1,
+                "trainable_layers": 2,
+            },
+        }
+    )
+    cached = tiny_model(tokenizer, layers=4, seed=1)
+    plain = tiny_model(tokenizer, layers=4, seed=1)
+    _train_cached(config, cached, examples, ProgressReporter(tmp_path))
+
+    freeze_lower_layers(plain, 2)
+    params = [p for p in plain.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.training.learning_rate, weight_decay=0.0)
+    steps = step_batches(len(examples), 2, 2, config.training.seed)
+    schedule = get_cosine_schedule_with_warmup(optimizer, 2, len(steps))
+    for batch in steps:
+        tokens = sum(sum(1 for y in examples[i]["labels"][1:] if y != -100) for i in batch)
+        for i in batch:
+            logits = plain(input_ids=torch.tensor([examples[i]["input_ids"]])).logits[0, :-1]
+            target = torch.tensor(examples[i]["labels"][1:])
+            (functional.cross_entropy(logits, target, ignore_index=-100, reduction="sum") / tokens).backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+
+    assert len(steps) == 6  # 3 steps an epoch (2, 2, 1 demonstrations), 2 epochs
+    for (name, a), b in zip(cached.named_parameters(), plain.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-5), name
+    assert any(
+        not torch.equal(a, b)
+        for a, b in zip(
+            cached.parameters(), tiny_model(tokenizer, layers=4, seed=1).parameters(), strict=True
+        )
+    )
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert {r["key"] for r in rows} == {"loss", "learning_rate", "grad_norm", "epoch"}
+    assert max(r["step"] for r in rows) == 6

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import signal
+import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +26,7 @@ from webapp.corpora.services import corpus_import
 from webapp.datasets.models import Dataset
 from webapp.datasets.services import dataset_import
 from webapp.runs.models import Run
-from webapp.runs.services import run_create
+from webapp.runs.services import run_create, run_mark_finished
 from webapp.trajectories.services import trajectory_import
 
 DEMO_DIR = settings.BASE_DIR / "demo"
@@ -89,20 +95,12 @@ def demo_seed(*, demo_dir: Path = DEMO_DIR) -> DemoSeed:
     return DemoSeed(created=True, token=token)
 
 
-def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
-    """Make the demo ready to train (idempotent): the demo corpus's index built, and the warm-started SmolLM2
-    made once under VAR_DIR/models (when `python -m agent.setup_model` has made SmolLM2) and shown as a finished
-    warm-start run with its loss curve. The new-run form then defaults to the agent rollout on that index with
-    that model: a run that learns, never a canned or random-model one."""
-    from django.conf import settings
+DEMO_WARM_START_NAME = "SmolLM2 warm start (demo)"
 
+
+def demo_prepare_index(*, say: Callable[[str], None] = print) -> None:
+    """The demo corpus's index, built once (the new-run form's default index)."""
     from retrieval.encoders import DEFAULT_ENCODER
-    from trainer.warm_start import (
-        DEMO_RECIPE,
-        WARM_MODEL_NAME,
-        demo_warm_model_recipe,
-        ensure_demo_warm_model,
-    )
     from webapp.corpora.models import Corpus, Index
     from webapp.corpora.services import index_build, index_create
 
@@ -111,27 +109,155 @@ def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
         say("building the demo index (flat, all-MiniLM-L6-v2)…")
         index = index_create(corpus=corpus, kind=Index.Kind.FLAT, encoder=DEFAULT_ENCODER, enqueue=False)
         index_build(index_id=index.pk)
+
+
+def demo_warm_start(*, say: Callable[[str], None] = print) -> Run | None:
+    """The demo's warm-started SmolLM2 (idempotent). Made already (recipe ``DEMO_RECIPE``): recorded once as a
+    finished warm-start run with its loss curve, ``None`` returned. Not made yet: a warm-start run of the demo's
+    recipe, queued for the train worker (or the one already queued or running), returned at once — the web app
+    serves while it trains, and its page shows its phase, loss curve and ETA. ``None`` too when
+    ``python -m agent.setup_model`` has not made SmolLM2."""
+    from trainer.warm_start import (
+        DEMO_RECIPE,
+        WARM_MODEL_NAME,
+        demo_warm_model_recipe,
+        demo_warm_start_values,
+    )
+    from webapp.demo.selectors import demo_warm_start_active
+
     var = Path(settings.VAR_DIR)
     if not (var / "models" / "SmolLM2-135M-Instruct" / "config.json").is_file():
         say("no SmolLM2 under VAR_DIR/models: run `python -m agent.setup_model` (make demo does) to train it")
-        return
+        return None
     target = var / "models" / WARM_MODEL_NAME
     recipe = demo_warm_model_recipe(target)
-    if recipe != DEMO_RECIPE:
-        older = f" (the cached one is of recipe {recipe}, now {DEMO_RECIPE}: rebuilt)" if recipe else ""
-        say(
-            f"warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats{older} (once; about "
-            f"30–50 minutes on 2 cores; progress in {target / 'progress.json'})…"
-        )
-    with progress_lines(target, say):
-        ensure_demo_warm_model(var, Path(settings.SHARED_DIR))
-    # Recorded once per recipe: a model rebuilt by a newer recipe gets its own run and loss curve.
-    if not Run.objects.filter(
+    if recipe == DEMO_RECIPE:
+        # Recorded once per recipe: a model rebuilt by a newer recipe gets its own run and loss curve.
+        if not Run.objects.filter(
+            kind=Run.Kind.WARM_START, status=Run.Status.FINISHED, config__demo_recipe=DEMO_RECIPE
+        ).exists():
+            _record_warm_start(target, DEMO_RECIPE)
+        return None
+    active = demo_warm_start_active()
+    if active is not None:
+        return active
+    # An unfinished folder (a warm start stopped half-way) or an older recipe's model: rebuilt from scratch, so
+    # the new run's loss curve holds its own points only.
+    shutil.rmtree(target, ignore_errors=True)
+    values = demo_warm_start_values(var, Path(settings.SHARED_DIR))
+    run = _start_warm_start(values)
+    older = f" (the cached one is of recipe {recipe}, now {DEMO_RECIPE}: rebuilt)" if recipe else ""
+    say(
+        f"warm-starting SmolLM2 on demonstrations of HiPRAG's and Search-R1's formats{older} in the background: "
+        f"warm-start run #{run.pk}, about {DEMO_WARM_START_MINUTES} minutes on 2 cores; the runs page shows its "
+        "phase, loss curve and ETA"
+    )
+    return run
+
+
+# What the demo says the warm start takes on a 2-core machine (docs/warm_start.md has the measurements).
+DEMO_WARM_START_MINUTES = "15–25"
+
+
+@transaction.atomic
+def _start_warm_start(values: dict[str, object]) -> Run:
+    """A pending warm-start run of ``values`` (trainer.warm_start's config) and its supervisor task on commit, as
+    the warm-start form's service makes one, without a dataset: the demo's questions file is read in place."""
+    from trainer.warm_start import warm_start_config
+    from webapp.training.models import TrainingProcess
+    from webapp.training.services import run_dir_for
+    from webapp.training.tasks import training_supervise_task
+
+    config = warm_start_config(values)
+    run = run_create(
+        name=DEMO_WARM_START_NAME,
+        method=config.methods[0],
+        model_name=config.model.path,
         kind=Run.Kind.WARM_START,
-        model_name__endswith="SmolLM2-135M-Instruct",
-        config__demo_recipe=DEMO_RECIPE,
-    ).exists():
-        _record_warm_start(target, DEMO_RECIPE)
+        algorithm=Run.Algorithm.SFT,
+    )
+    run.config = config.to_dict()
+    run.save(update_fields=["config"])
+    TrainingProcess.objects.create(run=run, run_dir=str(run_dir_for(run.pk)))
+    transaction.on_commit(lambda: training_supervise_task.delay(run.pk))
+    return run
+
+
+def demo_prepare_training(*, say: Callable[[str], None] = print) -> None:
+    """Make the demo ready to train in this process (idempotent, for tests and scripts): the demo index, and the
+    warm-started SmolLM2 made now (``ensure_demo_warm_model``, its step and ETA said each minute) and recorded as a
+    finished warm-start run. ``manage.py demo`` does not wait for it: :func:`demo_warm_start`."""
+    from trainer.warm_start import WARM_MODEL_NAME, ensure_demo_warm_model
+
+    demo_prepare_index(say=say)
+    var = Path(settings.VAR_DIR)
+    if (var / "models" / "SmolLM2-135M-Instruct" / "config.json").is_file():
+        target = var / "models" / WARM_MODEL_NAME
+        with progress_lines(target, say):
+            ensure_demo_warm_model(var, Path(settings.SHARED_DIR))
+    demo_warm_start(say=say)
+
+
+def demo_stop_everything(
+    *, reason: str, workers: Sequence[subprocess.Popen[bytes]], grace: float = 20.0
+) -> list[int]:
+    """``manage.py demo`` is ending: stop every trainer and warm start (their runs cancelled, with ``reason``), then
+    the worker processes (and Celery beat inside one), then mark any run still active as crashed with ``reason``:
+    nothing the demo started is left running or marked running. Returns the runs it ended."""
+    from webapp.training.models import TrainingProcess
+    from webapp.training.services import training_stop_request
+
+    active = list(Run.objects.filter(status__in=Run.ACTIVE_STATUSES).values_list("pk", flat=True))
+    for run_id in active:
+        training_stop_request(run_id=run_id)  # the supervisor sends SIGINT on its next beat, then kills
+
+    def trainer_groups() -> list[int]:
+        return [
+            pid
+            for pid in TrainingProcess.objects.filter(run_id__in=active, pid__isnull=False).values_list(
+                "pid", flat=True
+            )
+            if pid
+        ]
+
+    # Not only through the supervisor: a worker in its own shutdown may not beat again.
+    for pid in trainer_groups():
+        _signal_group(pid, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_group_alive(pid) for pid in trainer_groups()):
+        time.sleep(0.2)
+    for pid in trainer_groups():
+        _signal_group(pid, signal.SIGKILL)
+    for worker in workers:  # warm shutdown: a supervisor task records its run's end and returns
+        _signal_group(worker.pid, signal.SIGTERM)
+    for worker in workers:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(timeout=max(5.0, deadline - time.monotonic()))
+    for worker in workers:  # beat and anything else in the worker's group
+        _signal_group(worker.pid, signal.SIGKILL)
+        worker.wait()
+    for pid in trainer_groups():
+        _signal_group(pid, signal.SIGKILL)
+    for run_id in active:
+        run = run_mark_finished(run_id=run_id, status=Run.Status.CRASHED, error=reason)
+        if run.status == Run.Status.CANCELLED and not run.error:
+            Run.objects.filter(pk=run_id).update(error=reason)
+    return active
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextmanager
