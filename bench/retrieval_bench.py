@@ -5,7 +5,7 @@ For each kind: build time, size on disk, recall@1/3/10 of the supporting passage
 overall), query latency p50/p99 (search alone, and encode + search; single queries and batches), and ``/retrieve``
 throughput with 16 concurrent clients over loopback HTTP.
 
-    .venv/bin/python bench/retrieval.py \\
+    .venv/bin/python bench/retrieval_bench.py \\
         --corpus ../shared/data/wiki_multihop/corpus.jsonl --questions ../shared/data/wiki_multihop/questions.jsonl
 
 Passage embeddings are cached under var/retrieval/embeddings (keyed by encoder settings and corpus sha256), so

@@ -39,6 +39,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainer.config import RunConfig
 from trainer.rollout import Rollout, RolloutRequest, Segment
 
 _ROLLOUT_OVERRIDES = ("max_turns", "max_new_tokens", "max_obs_tokens", "topk")
@@ -195,19 +196,12 @@ class AgentRollout:
         )
 
 
-def budgets(config: Any) -> dict[str, int]:
+def budgets(config: RunConfig) -> dict[str, int]:
     """agent.rollout.RolloutConfig's budget fields from the run config's ``rollout`` section."""
-    r = config.rollout
-    return {
-        "max_turns": r.max_turns,
-        "max_new_tokens": r.max_turn_tokens,
-        "max_rollout_tokens": r.max_rollout_tokens or config.training.max_completion_length,
-        "max_obs_tokens": r.max_obs_tokens,
-        "topk": r.topk,
-    }
+    return config.agent_budgets()
 
 
-def build(config: Any, model: Any, tokenizer: Any) -> AgentRollout:
+def build(config: RunConfig, model: Any, tokenizer: Any) -> AgentRollout:
     """``rollout.factory = "agent"``: (RunConfig, model, tokenizer) → RolloutFn."""
     return AgentRollout(
         config.method,

@@ -27,13 +27,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-METHODS = ("search_r1", "hiprag", "autosearch", "search_p1", "tiresrag")
+from scoring.scorer import METHODS as _SCORING_METHODS
+
+METHODS = tuple(_SCORING_METHODS)  # scoring's table is the one list of methods
 ALGORITHMS = ("grpo", "ppo")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # TRL's loss aggregations
 TINY_MODEL = "tiny-random"
 # The demo's and the experiments' model.trainable_layers (the warm start's too): SmolLM2's top 10 of 30 layers train,
 # so the backward pass stops at layer 20: the update took 1.71x less time on a CPU (docs/benchmarks.md).
 # The config's own default stays 0, every weight, as the papers train on GPUs.
 DEMO_TRAINABLE_LAYERS = 10
+
+
+# The rollout budgets: every rollout stops at the first it reaches (trainer.agent_rollout, agent.rollout). Forms and
+# the experiment command show exactly these, so a new budget is added here, in its section and nowhere else.
+BUDGETS = (
+    "rollout.max_turns",
+    "rollout.max_turn_tokens",
+    "rollout.max_rollout_tokens",
+    "rollout.max_obs_tokens",
+    "rollout.topk",
+)
 
 
 class ConfigError(ValueError):
@@ -44,8 +58,9 @@ class ConfigError(ValueError):
         self.field = field_name
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+def _help(text: str, *, label: str = "") -> dict[str, str]:
+    """A field's help text and, where a form shows it under another name, its label (webapp.common.config_form)."""
+    return {"help": text, "label": label} if label else {"help": text}
 
 
 @dataclass
@@ -115,25 +130,36 @@ class RolloutConfig:
         default=3,
         metadata=_help(
             "Turn budget: search turns before the final answer (Search-R1, AutoSearch), HiPRAG's step budget B, "
-            "Search-P1's action budget B, TIRESRAG's retrieval rounds. Applied by 'agent' and 'generate'."
+            "Search-P1's action budget B, TIRESRAG's retrieval rounds. Applied by 'agent' and 'generate'.",
+            label="turn budget",
         ),
     )
     max_turn_tokens: int = field(
-        default=64, metadata=_help("New tokens per model turn; a turn is cut there ('agent' and 'generate').")
+        default=64,
+        metadata=_help(
+            "New tokens per model turn; a turn is cut there ('agent' and 'generate').",
+            label="tokens per turn",
+        ),
     )
     max_rollout_tokens: int = field(
         default=0,
         metadata=_help(
             "Completion tokens per rollout, the model's and retrieved (what the update trains on); a turn gets at "
             "most what is left and a rollout with nothing left ends ('budget:rollout_tokens'). 0: "
-            "training.max_completion_length. 'agent' only."
+            "training.max_completion_length. 'agent' only.",
+            label="tokens per rollout",
         ),
     )
     max_obs_tokens: int = field(
         default=100,
-        metadata=_help("Tokens of retrieved text per search (the observation is cut there; 'agent')."),
+        metadata=_help(
+            "Tokens of retrieved text per search (the observation is cut there; 'agent').",
+            label="retrieved tokens per search",
+        ),
     )
-    topk: int = field(default=3, metadata=_help("Passages per search ('agent')."))
+    topk: int = field(
+        default=3, metadata=_help("Passages per search ('agent').", label="passages per search")
+    )
     options: dict[str, Any] = field(
         default_factory=dict, metadata=_help("Free-form options passed to a custom rollout factory.")
     )
@@ -299,12 +325,24 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def agent_budgets(self) -> dict[str, int]:
+        """agent.rollout.RolloutConfig's budgets from the ``rollout`` section: what training rolls out with, and so
+        what an evaluation of the trained model should use to meet it in the same conditions."""
+        r = self.rollout
+        return {
+            "max_turns": r.max_turns,
+            "max_new_tokens": r.max_turn_tokens,
+            "max_rollout_tokens": r.max_rollout_tokens or self.training.max_completion_length,
+            "max_obs_tokens": r.max_obs_tokens,
+            "topk": r.topk,
+        }
+
     def validate(self) -> RunConfig:
         """Cross-field and range checks; returns self so ``config_from_dict`` can chain it."""
         _choice("method", self.method, METHODS)
         _choice("algorithm", self.algorithm, ALGORITHMS)
         _choice("model.dtype", self.model.dtype, ("float32", "bfloat16"))
-        _choice("training.loss_type", self.training.loss_type, ("grpo", "bnpo", "dr_grpo", "dapo"))
+        _choice("training.loss_type", self.training.loss_type, LOSS_TYPES)
         t = self.training
         minimum_one: tuple[tuple[str, int], ...] = (
             ("training.max_steps", t.max_steps),
@@ -461,6 +499,66 @@ def _build(cls: type[Any], values: dict[str, Any], prefix: str) -> Any:
     return cls(**kwargs)
 
 
+def config_field(path: str, root: type[Any] | None = None) -> tuple[dataclasses.Field[Any], Any]:
+    """The dataclass field at a dotted path (``rollout.topk``) and its type; KeyError names an unknown path."""
+    cls: Any = root or RunConfig
+    *sections, leaf = path.split(".")
+    for name in sections:
+        cls = typing.get_type_hints(cls)[name]
+    found = {f.name: f for f in dataclasses.fields(cls)}
+    if leaf not in found:
+        raise KeyError(path)
+    return found[leaf], typing.get_type_hints(cls)[leaf]
+
+
+def field_default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def leaf_paths(root: type[Any] | None = None, prefix: str = "") -> list[str]:
+    """Every scalar field's dotted path, in declaration order."""
+    cls: Any = root or RunConfig
+    hints = typing.get_type_hints(cls)
+    paths: list[str] = []
+    for f in dataclasses.fields(cls):
+        annotation = hints[f.name]
+        if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+            paths += leaf_paths(annotation, f"{prefix}{f.name}.")
+        else:
+            paths.append(f"{prefix}{f.name}")
+    return paths
+
+
+def set_path(values: dict[str, Any], path: str, value: Any) -> None:
+    """``values["a"]["b"] = value`` for ``a.b``, making the sections on the way."""
+    *sections, leaf = path.split(".")
+    for name in sections:
+        values = values.setdefault(name, {})
+    values[leaf] = value
+
+
+def get_path(values: dict[str, Any], path: str, default: Any = None) -> Any:
+    *sections, leaf = path.split(".")
+    for name in sections:
+        values = values.get(name) or {}
+    return values.get(leaf, default)
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` laid over it section by section (neither is changed)."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("options", "params"):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def config_from_dict(values: dict[str, Any]) -> RunConfig:
     """Build and validate a :class:`RunConfig` from plain data (a parsed file, or the web app's stored JSON)."""
     config: RunConfig = _build(RunConfig, values, "")
@@ -514,11 +612,8 @@ def describe(root: type[Any] | None = None) -> str:
                 lines.append(f"[{prefix}{f.name}]  {f.metadata.get('help', '')}")
                 walk(annotation, f"{prefix}{f.name}.")
                 continue
-            if f.default is not dataclasses.MISSING:
-                default: Any = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
+            default = field_default(f)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 default = "(required)"
             lines.append(f"  {prefix}{f.name} = {json.dumps(default)}  # {f.metadata.get('help', '')}")
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from trainer.config import RunConfig
 from trainer.rollout import Rollout, RolloutRequest, Segment
 
 RETRIEVED = "Doc 1(Title: Paris) Paris is the capital of France."
@@ -149,6 +150,16 @@ class GeneratingSearchRollout:
         self.max_turn_tokens = max_turn_tokens
         self.temperature = temperature
         self.observation = f"\n\n<information>{RETRIEVED}</information>\n\n"
+
+    @classmethod
+    def from_config(cls, config: RunConfig, tokenizer: Any) -> GeneratingSearchRollout:
+        """``rollout.factory = "generate"``: the run's turn budgets and sampling temperature."""
+        return cls(
+            tokenizer,
+            max_turns=config.rollout.max_turns,
+            max_turn_tokens=config.rollout.max_turn_tokens,
+            temperature=config.training.temperature,
+        )
 
     @torch.no_grad()
     def __call__(self, requests: Sequence[RolloutRequest], policy: Any) -> list[Rollout]:

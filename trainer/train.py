@@ -19,7 +19,10 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the config module is light, but main() imports it after listen_for_stop, on purpose
+    from trainer.config import RunConfig
 
 DEMO_QUESTIONS = [
     ("demo-1", "What is the capital of France?", ["Paris"]),
@@ -33,7 +36,7 @@ DEMO_QUESTIONS = [
 ]
 
 
-def load_rows(config: Any) -> list[dict[str, Any]]:
+def load_rows(config: RunConfig) -> list[dict[str, Any]]:
     """Dataset rows: ``prompt`` (from the template), ``question``, ``golden_answers``, ``id``, ``dataset``."""
     from trainer.config import ConfigError
 
@@ -82,7 +85,7 @@ def load_rows(config: Any) -> list[dict[str, Any]]:
     ]
 
 
-def make_rollout(config: Any, model: Any, tokenizer: Any) -> Any:
+def make_rollout(config: RunConfig, model: Any, tokenizer: Any) -> Any:
     from trainer.config import ConfigError
     from trainer.scripted import GeneratingSearchRollout, ScriptedSearchRollout
 
@@ -90,12 +93,7 @@ def make_rollout(config: Any, model: Any, tokenizer: Any) -> Any:
     if factory == "scripted":
         return ScriptedSearchRollout(config.method, tokenizer, seed=config.training.seed)
     if factory == "generate":
-        return GeneratingSearchRollout(
-            tokenizer,
-            max_turns=config.rollout.max_turns,
-            max_turn_tokens=config.rollout.max_turn_tokens,
-            temperature=config.training.temperature,
-        )
+        return GeneratingSearchRollout.from_config(config, tokenizer)
     if factory == "agent":
         from trainer.agent_rollout import build
 
@@ -108,7 +106,7 @@ def make_rollout(config: Any, model: Any, tokenizer: Any) -> Any:
     return build(config, model, tokenizer)
 
 
-def resolve_checkpoint(config: Any) -> str | None:
+def resolve_checkpoint(config: RunConfig) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     from trainer.config import ConfigError
@@ -128,7 +126,7 @@ def resolve_checkpoint(config: Any) -> str | None:
     return str(wanted)
 
 
-def use_vllm(config: Any, args: Any) -> Any:
+def use_vllm(config: RunConfig, args: Any) -> Any:
     """TRL's vLLM settings on ``args`` (a GRPOConfig) for ``rollout.engine = "vllm"``: TRL builds the engine (colocate)
     or connects to ``trl vllm-serve`` (server) and syncs the policy's weights into it before each rollout batch."""
     if config.rollout.engine != "vllm":
@@ -146,7 +144,7 @@ def use_vllm(config: Any, args: Any) -> Any:
 
 
 @contextlib.contextmanager
-def vllm_dtype(config: Any) -> Iterator[None]:
+def vllm_dtype(config: RunConfig) -> Iterator[None]:
     """Build TRL's colocated ``vllm.LLM`` with our dtype: TRL passes none, and vLLM runs a float32 checkpoint in
     bfloat16 by default, 4× slower than float32 on an AVX2 CPU. ``vllm.dtype = "auto"``: float32 on a CPU. On a CPU
     the KV cache gets an explicit size too (``agent.backend_vllm.CPU_KV_CACHE_BYTES``; the fraction TRL passes
@@ -177,7 +175,7 @@ def vllm_dtype(config: Any) -> Iterator[None]:
         vllm_generation.LLM = original
 
 
-def build_trainer(config: Any, *, model: Any = None, tokenizer: Any = None, rollout: Any = None) -> Any:
+def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None, rollout: Any = None) -> Any:
     """Everything ``run`` trains with, without training (tests and the benchmark reuse it)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -238,7 +236,7 @@ def build_trainer(config: Any, *, model: Any = None, tokenizer: Any = None, roll
     return trainer
 
 
-def run(config: Any) -> Any:
+def run(config: RunConfig) -> Any:
     """Train to ``training.max_steps`` (resuming when asked) and save the final model; returns the trainer."""
     Path(config.output_dir).mkdir(parents=True, exist_ok=True)
     (Path(config.output_dir) / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")

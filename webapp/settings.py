@@ -248,11 +248,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["webapp.accounts.permissions.IsResearcher"],
-    "DEFAULT_PAGINATION_CLASS": "webapp.api.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "webapp.common.pagination.PageNumberPagination",
     "PAGE_SIZE": API_PAGE_SIZE,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
-        "webapp.api.renderers.OrjsonRenderer",
+        "webapp.common.renderers.OrjsonRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
 }
@@ -327,7 +327,9 @@ RAY_RUNS_DIR = env_str("RAY_RUNS_DIR", "")
 RAY_PYTHON = env_str("RAY_PYTHON", "")
 RAY_ACCELERATE_ARGS = env_list("RAY_ACCELERATE_ARGS", [])  # e.g. --num_processes 8 --mixed_precision bf16
 RAY_ENTRYPOINT_NUM_GPUS = env_int("RAY_ENTRYPOINT_NUM_GPUS", 0, minimum=0)
-RAY_RETRIEVE_URL = env_str("RAY_RETRIEVE_URL", "")  # a retriever per node, e.g. http://127.0.0.1:8001/retrieve
+RAY_RETRIEVE_URL = env_str(
+    "RAY_RETRIEVE_URL", ""
+)  # a retriever per node, e.g. http://127.0.0.1:8001/retrieve
 RAY_RUNTIME_ENV: dict[str, object] = {}  # merged into each job's runtime_env (working_dir, pip, env_vars, …)
 RAY_POLL_SECONDS = float(env_str("RAY_POLL_SECONDS", "2"))
 # An index build beats with its progress writes; one long FAISS step (HNSW insertion) can be minutes of silence.

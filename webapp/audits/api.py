@@ -12,9 +12,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.pagination import PageNumberPagination
 from webapp.audits import export, selectors, services
 from webapp.audits.models import Audit, FrozenReport
+from webapp.common.pagination import PageNumberPagination
+from webapp.common.renderers import CsvRenderer, JsonlRenderer
 
 
 class AuditOutput(serializers.ModelSerializer):
@@ -208,18 +209,8 @@ class AuditStatusApi(APIView):
         )
 
 
-class _JsonlRenderer(JSONRenderer):
-    media_type = "application/jsonl"
-    format = "jsonl"
-
-
-class _CsvRenderer(JSONRenderer):
-    media_type = "text/csv"
-    format = "csv"
-
-
 class _AuditExport(APIView):
-    renderer_classes = (JSONRenderer, _JsonlRenderer, _CsvRenderer)
+    renderer_classes = (JSONRenderer, JsonlRenderer, CsvRenderer)
 
     def export(self, audit_id: int, table: str | None) -> HttpResponse:
         try:

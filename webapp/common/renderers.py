@@ -20,3 +20,18 @@ class OrjsonRenderer(JSONRenderer):
         if data is None:
             return b""
         return orjson.dumps(data, default=self._fallback.default, option=orjson.OPT_NON_STR_KEYS)
+
+
+class JsonlRenderer(JSONRenderer):
+    """Lets ``Accept: application/jsonl`` pass content negotiation on an export view; the view streams the body
+    itself, and its errors are still rendered as JSON."""
+
+    media_type = "application/jsonl"
+    format = "jsonl"
+
+
+class CsvRenderer(JSONRenderer):
+    """``Accept: text/csv``, as :class:`JsonlRenderer`."""
+
+    media_type = "text/csv"
+    format = "csv"

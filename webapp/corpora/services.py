@@ -130,6 +130,29 @@ def index_create(*, corpus: Corpus, kind: str, encoder: str, name: str = "", enq
     return index
 
 
+def index_register_ready(*, corpus: Corpus, folder: str | Path, name: str = "") -> Index:
+    """A ready Index row for a folder built outside the retrieval worker (``retrieval.index.build_index``), as
+    :func:`index_build` would have left it; its metadata comes from the folder (``RetrievalIndexError`` when it
+    has none). The name is the folder's (made unique in the corpus) unless given."""
+    from retrieval.index import IndexMetadata, index_size_bytes
+
+    folder = Path(folder)
+    metadata = IndexMetadata.read(folder)
+    return Index.objects.create(
+        corpus=corpus,
+        name=name or _unique_index_name(corpus, folder.name),
+        kind=metadata.kind,
+        encoder="" if metadata.kind == "bm25" else metadata.encoder,
+        path=str(folder),
+        status=Index.Status.READY,
+        progress=1.0,
+        build_seconds=metadata.build_seconds,
+        size_bytes=index_size_bytes(folder),
+        metadata=asdict(metadata),
+        finished_at=timezone.now(),
+    )
+
+
 class _ProgressWriter:
     """Maps ``build_index``'s ``(stage, done, total)`` onto ``Index.progress`` / ``stage``, throttled, so a build
     reporting every batch of a 21M-passage corpus costs a few writes a second, not thousands."""

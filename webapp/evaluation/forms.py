@@ -9,6 +9,7 @@ from django import forms
 from django.conf import settings
 
 from webapp.common.fieldsets import FieldsetsMixin
+from webapp.common.judge_options import JudgeEndpointFields
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.evaluation.specs import (
@@ -36,11 +37,11 @@ JUDGE_CHOICES = (
 ROLLOUT_FIELDS = ("topk", "max_turns", "max_new_tokens", "max_rollout_tokens", "max_obs_tokens")
 
 
-class EvaluationForm(FieldsetsMixin, forms.Form):
+class EvaluationForm(FieldsetsMixin, JudgeEndpointFields):
     # URLs are CharFields: Django's URLValidator refuses single-label hosts such as http://retriever:8000, the
     # names services have inside a compose network; the spec check asks for an http(s) scheme.
     name = forms.CharField(required=False, max_length=200, help_text="default: method and datasets")
-    method = forms.ChoiceField(choices=Method.choices, initial=Method.HIPRAG)
+    method = forms.ChoiceField(choices=Method.choices, initial="hiprag")
     model = forms.CharField(
         max_length=300,
         widget=forms.TextInput(attrs={"list": "known-models"}),
@@ -72,9 +73,6 @@ class EvaluationForm(FieldsetsMixin, forms.Form):
         help_text="a Search-R1-compatible retrieval server instead of an index",
     )
     judge = forms.ChoiceField(choices=JUDGE_CHOICES, initial="none")
-    judge_url = forms.CharField(required=False, label="Judge base URL")
-    judge_model = forms.CharField(required=False, max_length=300)
-    judge_key_env = forms.CharField(required=False, label="Judge key variable")
     answer_judge = forms.BooleanField(required=False, label="Also judge answer correctness with the LLM")
     topk = forms.IntegerField(required=False, min_value=1, max_value=50, help_text="empty: the paper's")
     max_turns = forms.IntegerField(
@@ -110,7 +108,7 @@ class EvaluationForm(FieldsetsMixin, forms.Form):
     fieldsets = (
         ("Policy", ("method", "model", "engine", "base_url", "api_key_env")),
         ("Questions and retrieval", ("datasets", "limit", "index", "retrieve_url")),
-        ("Judge", ("judge", "judge_url", "judge_model", "judge_key_env", "answer_judge")),
+        ("Judge", ("judge", "judge_base_url", "judge_model", "judge_api_key_env", "answer_judge")),
         (
             "Settings",
             (
@@ -164,9 +162,9 @@ class EvaluationForm(FieldsetsMixin, forms.Form):
             retrieve_url=data.get("retrieve_url") or "",
             judge=JudgeSpec(
                 kind=data["judge"],
-                base_url=data.get("judge_url") or "",
+                base_url=data.get("judge_base_url") or "",
                 model=data.get("judge_model", "").strip(),
-                api_key_env=data.get("judge_key_env", "").strip(),
+                api_key_env=data.get("judge_api_key_env", "").strip(),
                 answer_judge=data.get("answer_judge", False),
             ),
             params=data.get("params") or {},

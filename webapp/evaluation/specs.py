@@ -136,11 +136,11 @@ def evaluation_spec_check(spec: EvaluationSpec) -> None:
         raise EvaluationConfigError("judge", f"one of {', '.join(JUDGE_KINDS)}")
     if judge.kind == "openai":
         if not judge.base_url:
-            raise EvaluationConfigError("judge_url", "an OpenAI-compatible judge needs its base URL")
+            raise EvaluationConfigError("judge_base_url", "an OpenAI-compatible judge needs its base URL")
         if not judge.model:
             raise EvaluationConfigError("judge_model", "name the model the judge endpoint serves")
-    _check_url("judge_url", judge.base_url)
-    _check_env_name("judge_key_env", judge.api_key_env)
+    _check_url("judge_base_url", judge.base_url)
+    _check_env_name("judge_api_key_env", judge.api_key_env)
     if judge.answer_judge and judge.kind in ("none", "evidence", "reask"):
         raise EvaluationConfigError("answer_judge", "LLM-as-judge correctness needs a judge")
     if not isinstance(spec.params, dict):

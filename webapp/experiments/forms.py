@@ -6,11 +6,21 @@ from typing import Any
 
 from django import forms
 
-from trainer.config import ALGORITHMS
+from trainer.config import ALGORITHMS, config_field
+from webapp.common.config_form import config_form_field
 from webapp.common.fieldsets import FieldsetsMixin
+from webapp.common.judge_options import JudgeEndpointFields
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
-from webapp.experiments.specs import DEFAULT_BASELINE, DEFAULT_METHODS, EVAL_ENGINES, ExperimentSpec
+from webapp.experiments.specs import (
+    DEFAULT_BASELINE,
+    DEFAULT_METHODS,
+    EVAL_ENGINES,
+    KNOBS,
+    ExperimentSpec,
+    knob_default,
+    knob_name,
+)
 from webapp.runs.models import Method
 
 _D = ExperimentSpec(
@@ -21,26 +31,26 @@ _D = ExperimentSpec(
     eval_dataset_id=0,
     index_id=0,
 )
-BUDGETS = (
-    "steps",
-    "seed",
-    "algorithm",
-    "learning_rate",
-    "num_generations",
-    "batch_size",
-    "trainable_layers",
-    "max_turns",
-    "max_turn_tokens",
-    "max_rollout_tokens",
-    "max_obs_tokens",
-    "topk",
-    "eval_batch_size",
-    "eval_engine",
-    "resamples",
+# The knobs, named as the command's options; each a trainer.config field (type, help), at the experiment's default.
+_KnobFields = type(
+    "_KnobFields",
+    (forms.Form,),
+    {
+        knob_name(path): config_form_field(
+            path,
+            initial=knob_default(path),
+            required=False,  # left empty: the experiment's default
+            label=config_field(path)[0].metadata.get("label") or knob_name(path).replace("_", " "),
+            help_text="",
+        )
+        for path in KNOBS
+    },
 )
+KNOB_FIELDS = tuple(knob_name(path) for path in KNOBS)
+BUDGETS = (*KNOB_FIELDS[:2], "algorithm", *KNOB_FIELDS[2:], "eval_batch_size", "eval_engine", "resamples")
 
 
-class ExperimentForm(FieldsetsMixin, forms.Form):
+class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
     name = forms.CharField(max_length=200, required=False, help_text="Empty: the methods, steps and seed.")
     methods = forms.MultipleChoiceField(
         choices=Method.choices, initial=list(DEFAULT_METHODS), widget=forms.CheckboxSelectMultiple
@@ -82,25 +92,7 @@ class ExperimentForm(FieldsetsMixin, forms.Form):
         ),
         initial="evidence",
     )
-    judge_base_url = forms.URLField(required=False, label="judge base URL", assume_scheme="https")
-    judge_model = forms.CharField(required=False, max_length=300)
-    judge_api_key_env = forms.CharField(required=False, max_length=100, label="judge API key variable")
-    steps = forms.IntegerField(min_value=1, initial=_D.steps)
-    seed = forms.IntegerField(min_value=0, initial=_D.seed)
     algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in ALGORITHMS], initial=_D.algorithm)
-    learning_rate = forms.FloatField(initial=_D.learning_rate)
-    num_generations = forms.IntegerField(min_value=2, initial=_D.num_generations)
-    batch_size = forms.IntegerField(min_value=1, initial=_D.batch_size, help_text="Rollouts per step.")
-    trainable_layers = forms.IntegerField(min_value=0, initial=_D.trainable_layers)
-    max_turns = forms.IntegerField(min_value=0, initial=_D.max_turns, label="turn budget")
-    max_turn_tokens = forms.IntegerField(min_value=1, initial=_D.max_turn_tokens, label="tokens per turn")
-    max_rollout_tokens = forms.IntegerField(
-        min_value=0, initial=_D.max_rollout_tokens, label="tokens per rollout"
-    )
-    max_obs_tokens = forms.IntegerField(
-        min_value=1, initial=_D.max_obs_tokens, label="retrieved tokens per search"
-    )
-    topk = forms.IntegerField(min_value=1, initial=_D.topk, label="passages per search")
     eval_batch_size = forms.IntegerField(min_value=1, initial=_D.eval_batch_size)
     eval_engine = forms.ChoiceField(
         choices=[(e, e) for e in EVAL_ENGINES],
@@ -142,10 +134,7 @@ class ExperimentForm(FieldsetsMixin, forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        if cleaned.get("judge") == "endpoint":
-            for name in ("judge_base_url", "judge_model"):
-                if not cleaned.get(name) and name not in self.errors:
-                    self.add_error(name, "Required for an endpoint judge.")
+        self.require_endpoint(cleaned)
         methods = cleaned.get("methods") or []
         if methods and cleaned.get("baseline") and cleaned["baseline"] not in methods:
             self.add_error("baseline", "Choose one of the methods.")

@@ -3,11 +3,21 @@ comes from ``manage.py experiment`` or the browser."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from trainer.config import ALGORITHMS, DEMO_TRAINABLE_LAYERS, RolloutConfig, TrainingConfig
-from webapp.runs.models import Method
+from trainer.config import (
+    ALGORITHMS,
+    BUDGETS,
+    DEMO_TRAINABLE_LAYERS,
+    config_field,
+    field_default,
+    get_path,
+    merge,
+    set_path,
+)
+from webapp.common.methods import METHOD_NAMES, evidence_judge_problem
 
 DEFAULT_METHODS = ("search_r1", "hiprag")
 DEFAULT_BASELINE = "search_r1"  # Search-R1's outcome reward: every seed paper's baseline
@@ -16,36 +26,57 @@ EVAL_ENGINES = (
     "transformers",
     "vllm",
 )  # webapp.evaluation.specs.BACKEND_KINDS that run the model folder here
-# Methods whose process reward the evidence judge can serve (its detectors are HiPRAG's); Search-R1 needs no judge.
-EVIDENCE_METHODS = ("search_r1", "hiprag")
-LLM_JUDGE_METHODS = ("search_p1", "tiresrag")
-DEFAULT_ROLLOUT_TOKENS = (
-    512  # webapp.training.forms.DEMO_ROLLOUT_TOKENS: two searches, their turns and the answer fit
+# The trainer config's fields an experiment sets, the same for every method (the command's options, the form's
+# fields): types, defaults and help come from trainer.config.
+KNOBS = (
+    "training.max_steps",
+    "training.seed",
+    "training.learning_rate",
+    "training.num_generations",
+    "training.per_device_train_batch_size",
+    "training.max_completion_length",
+    "model.trainable_layers",
+    "training.temperature",
+    *BUDGETS,
+    "logging.sample_every",
 )
-DEFAULT_LEARNING_RATE = 1e-5  # the new-run form's: moves a 135M policy within a few steps
-DEFAULT_TRAINABLE_LAYERS = DEMO_TRAINABLE_LAYERS  # the backward pass stops at SmolLM2's layer 20 of 30
-_R, _T = RolloutConfig(), TrainingConfig()
-# A trainer.config field at fault → the experiment's option (the command's --option, the form's field).
-CONFIG_FIELDS = {
-    "training.max_steps": "steps",
-    "training.seed": "seed",
-    "training.learning_rate": "learning_rate",
-    "training.num_generations": "num_generations",
-    "training.per_device_train_batch_size": "batch_size",
-    "training.max_completion_length": "max_completion_length",
-    "training.temperature": "temperature",
-    "model.trainable_layers": "trainable_layers",
-    "model.path": "model",
-    "method": "methods",
-    "algorithm": "algorithm",
-    "rollout.max_turns": "max_turns",
-    "rollout.max_turn_tokens": "max_turn_tokens",
-    "rollout.max_rollout_tokens": "max_rollout_tokens",
-    "rollout.max_obs_tokens": "max_obs_tokens",
-    "rollout.topk": "topk",
-    "rollout.options": "index",
-    "logging.sample_every": "sample_every",
+# Knobs the experiment names otherwise than the config (its first options, kept for scripts and stored specs).
+KNOB_NAMES = {"training.max_steps": "steps", "training.per_device_train_batch_size": "batch_size"}
+# Where an experiment starts other than the trainer, whose defaults are the papers' (3B–7B models on GPUs).
+RUN_DEFAULTS: dict[str, Any] = {
+    "training": {"learning_rate": 1e-5},  # the new-run form's: moves a 135M policy within a few steps
+    "model": {
+        "trainable_layers": DEMO_TRAINABLE_LAYERS
+    },  # the backward pass stops at SmolLM2's layer 20 of 30
+    # webapp.training.forms.DEMO_ROLLOUT_TOKENS: two searches, their turns and the answer fit
+    "rollout": {"max_rollout_tokens": 512},
+    "logging": {"sample_every": 1},  # samples of every step: the compare page and audits can read them
 }
+# A trainer.config field at fault that is no knob → the experiment's option (the command's --option, the form's).
+OPTION_FOR_CONFIG = {
+    "method": "methods",
+    "model.path": "model",
+    "rollout.options": "index",
+    "algorithm": "algorithm",
+}
+
+
+def knob_name(path: str) -> str:
+    return KNOB_NAMES.get(path, path.rsplit(".", 1)[-1])
+
+
+KNOB_PATHS = {knob_name(p): p for p in KNOBS}
+
+
+def knob_default(path: str) -> Any:
+    return get_path(RUN_DEFAULTS, path, field_default(config_field(path)[0]))
+
+
+def option_for(config_path: str) -> str:
+    """The experiment option that sets a trainer config field (for an error message)."""
+    if config_path in KNOBS:
+        return knob_name(config_path)
+    return OPTION_FOR_CONFIG.get(config_path, config_path.rsplit(".", 1)[-1])
 
 
 class ExperimentConfigError(ValueError):
@@ -85,27 +116,29 @@ class ExperimentSpec:
     eval_dataset_id: int
     index_id: int
     judge: JudgeChoice = field(default_factory=JudgeChoice)
-    steps: int = _T.max_steps
-    seed: int = 0
     algorithm: str = "grpo"
-    learning_rate: float = DEFAULT_LEARNING_RATE
-    num_generations: int = _T.num_generations
-    batch_size: int = _T.per_device_train_batch_size  # rollouts per step (batch / generations questions)
-    max_completion_length: int = _T.max_completion_length
-    trainable_layers: int = DEFAULT_TRAINABLE_LAYERS
-    temperature: float = _T.temperature
-    max_turns: int = _R.max_turns
-    max_turn_tokens: int = _R.max_turn_tokens
-    max_rollout_tokens: int = DEFAULT_ROLLOUT_TOKENS
-    max_obs_tokens: int = _R.max_obs_tokens
-    topk: int = _R.topk
-    sample_every: int = 1  # samples of every step: the compare page and audits can read them
+    # trainer.config values every method trains with (the KNOBS), laid over RUN_DEFAULTS.
+    run: dict[str, Any] = field(default_factory=dict)
     eval_batch_size: int = 32
     # The evaluations' engine: "transformers", or "vllm" (`make vllm`; about 4× the rollouts per second on this
     # CPU). Training always runs on the trainer's engine; the two engines sample differently, so compare runs of one
     # engine with each other.
     eval_engine: str = "transformers"
     resamples: int = 2000
+
+    def run_values(self) -> dict[str, Any]:
+        return merge(RUN_DEFAULTS, self.run)
+
+    def knob(self, path: str) -> Any:
+        return get_path(self.run_values(), path, knob_default(path))
+
+    @property
+    def steps(self) -> int:
+        return int(self.knob("training.max_steps"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.knob("training.seed"))
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -114,11 +147,27 @@ class ExperimentSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ExperimentSpec:
+        """A stored spec; one stored before ``run`` held the knobs flat (``steps``, ``batch_size``, ...) too."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
+        run: dict[str, Any] = copy.deepcopy(values.get("run") or {})
+        for key, value in data.items():
+            if key not in known and key in KNOB_PATHS:
+                set_path(run, KNOB_PATHS[key], value)
+        values["run"] = run
         values["methods"] = tuple(values.get("methods", ()))
         values["judge"] = JudgeChoice(**values.get("judge", {}))
         return cls(**values)
+
+    @classmethod
+    def with_knobs(cls, knobs: dict[str, Any], **values: Any) -> ExperimentSpec:
+        """A spec from knob values by their experiment names (``steps=4, max_turns=2``), as the command and the
+        form give them."""
+        run: dict[str, Any] = {}
+        for name, value in knobs.items():
+            if value is not None:
+                set_path(run, KNOB_PATHS[name], value)
+        return cls(run=run, **values)
 
     @property
     def others(self) -> tuple[str, ...]:
@@ -135,10 +184,10 @@ def experiment_spec_check(spec: ExperimentSpec) -> None:
     training run's config is built)."""
     if not spec.methods:
         raise ExperimentConfigError("methods", "choose at least one method")
-    unknown = [m for m in spec.methods if m not in Method.values]
+    unknown = [m for m in spec.methods if m not in METHOD_NAMES]
     if unknown:
         raise ExperimentConfigError(
-            "methods", f"unknown method {unknown[0]!r}; known: {', '.join(Method.values)}"
+            "methods", f"unknown method {unknown[0]!r}; known: {', '.join(METHOD_NAMES)}"
         )
     if len(set(spec.methods)) != len(spec.methods):
         raise ExperimentConfigError("methods", "a method is listed twice")
@@ -148,19 +197,27 @@ def experiment_spec_check(spec: ExperimentSpec) -> None:
         raise ExperimentConfigError("judge", f"one of {', '.join(JUDGE_KINDS)} (or an http(s):// URL)")
     if spec.judge.kind == "openai" and not (spec.judge.base_url and spec.judge.model):
         raise ExperimentConfigError("judge_model", "an endpoint judge needs its base URL and its model name")
-    if spec.judge.kind == "evidence":
-        needs_llm = [m for m in spec.methods if m in LLM_JUDGE_METHODS]
-        if needs_llm:
-            raise ExperimentConfigError(
-                "judge",
-                f"the evidence judge implements HiPRAG's detectors only; {', '.join(needs_llm)} needs an LLM judge",
-            )
+    problem = evidence_judge_problem(spec.methods) if spec.judge.kind == "evidence" else None
+    if problem:
+        raise ExperimentConfigError("judge", problem)
     if spec.eval_engine not in EVAL_ENGINES:
         raise ExperimentConfigError("eval_engine", f"one of {', '.join(EVAL_ENGINES)}")
     if spec.algorithm not in ALGORITHMS:
         raise ExperimentConfigError("algorithm", f"one of {', '.join(ALGORITHMS)}")
-    for name in ("steps", "num_generations", "batch_size", "eval_batch_size", "resamples", "topk"):
+    for name in ("eval_batch_size", "resamples"):
         if getattr(spec, name) < 1:
             raise ExperimentConfigError(name, "at least 1")
+    unknown_knobs = [p for p in _leaves(spec.run) if p not in KNOBS]
+    if unknown_knobs:
+        raise ExperimentConfigError("run", f"{unknown_knobs[0]} is not an experiment setting")
     if spec.seed < 0:
-        raise ExperimentConfigError("seed", "at least 0")
+        raise ExperimentConfigError(
+            "seed", "at least 0"
+        )  # the bootstrap's seed too; the trainer's rules follow
+
+
+def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in values.items():
+        out += _leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
+    return out

@@ -2,7 +2,8 @@ import contextlib
 
 from celery import shared_task
 
-from webapp.experiments.services import ExperimentBusy, experiment_execute
+from webapp.experiments.processes import ExperimentBusy
+from webapp.experiments.services import experiment_execute
 
 
 # On the train queue (settings.CELERY_TASK_ROUTES): it supervises training subprocesses one after another. Not retried: a second execution of a

@@ -9,8 +9,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from webapp.evaluation.specs import EvaluationConfigError
-from webapp.experiments import selectors, services
-from webapp.experiments.forms import BUDGETS, ExperimentForm
+from webapp.experiments import inputs, selectors, services
+from webapp.experiments.forms import KNOB_FIELDS, ExperimentForm
 from webapp.experiments.models import Experiment
 from webapp.experiments.reporting import TITLES, delta_cell, interval_cell, value_cell
 from webapp.experiments.specs import ExperimentConfigError, ExperimentSpec
@@ -25,26 +25,30 @@ FIELD_FOR = {
 
 def _spec(form: ExperimentForm) -> ExperimentSpec:
     data = form.cleaned_data
-    train = services.select_rows(
-        services.dataset_rows(data["train_dataset"]), split=data["train_split"], limit=data["train_limit"]
+    train = inputs.select_rows(
+        inputs.dataset_rows(data["train_dataset"]), split=data["train_split"], limit=data["train_limit"]
     )
-    held_out = services.select_rows(
-        services.dataset_rows(data["eval_dataset"]), split=data["eval_split"], limit=data["eval_limit"]
+    held_out = inputs.select_rows(
+        inputs.dataset_rows(data["eval_dataset"]), split=data["eval_split"], limit=data["eval_limit"]
     )
     judge = data["judge"]
-    spec = ExperimentSpec(
+    spec = ExperimentSpec.with_knobs(
+        {name: data[name] for name in KNOB_FIELDS},
         methods=tuple(data["methods"]),
         baseline=data["baseline"],
-        model=services.resolve_model(data["model_path"].strip() or None),
-        train_dataset_id=services.experiment_dataset(rows=train, label="train").pk,
-        eval_dataset_id=services.experiment_dataset(rows=held_out, label="eval").pk,
+        model=inputs.resolve_model(data["model_path"].strip() or None),
+        train_dataset_id=inputs.experiment_dataset(rows=train, label="train").pk,
+        eval_dataset_id=inputs.experiment_dataset(rows=held_out, label="eval").pk,
         index_id=data["index"].pk,
-        judge=services.judge_choice(
+        judge=inputs.judge_choice(
             data["judge_base_url"] if judge == "endpoint" else judge,
             model=data["judge_model"],
             api_key_env=data["judge_api_key_env"],
         ),
-        **{name: data[name] for name in BUDGETS},
+        algorithm=data["algorithm"],
+        eval_batch_size=data["eval_batch_size"],
+        eval_engine=data["eval_engine"],
+        resamples=data["resamples"],
     )
     services.training_config_check(spec)
     return spec

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.pagination import PageNumberPagination
+from webapp.common.pagination import PageNumberPagination
 from webapp.runs import selectors
 from webapp.runs.models import Run
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 
+from webapp.common.methods import METHOD_CHOICES
 
-class Method(models.TextChoices):
-    SEARCH_R1 = "search_r1", "Search-R1 (outcome + format)"
-    HIPRAG = "hiprag", "HiPRAG"
-    AUTOSEARCH = "autosearch", "AutoSearch"
-    SEARCH_P1 = "search_p1", "Search-P1"
-    TIRESRAG = "tiresrag", "TIRESRAG-R1"
+# The reward methods as model and form choices: scoring's table (scoring.scorer.METHODS), the web app's names.
+Method = models.TextChoices("Method", [(name.upper(), (name, label)) for name, label in METHOD_CHOICES])
 
 
 class Run(models.Model):
@@ -78,13 +73,6 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-
-    @property
-    def progress_view(self) -> Any:
-        """The heartbeat as the run page shows it (webapp.training.progress_view), or None."""
-        from webapp.training.progress_view import progress_view
-
-        return progress_view(self.progress)
 
     class Meta:
         ordering = ("-created_at", "-id")

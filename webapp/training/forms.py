@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -10,36 +9,80 @@ from django import forms
 from django.conf import settings
 
 from trainer.config import (
+    ALGORITHMS,
+    BUDGETS,
     DEMO_TRAINABLE_LAYERS,
+    LOSS_TYPES,
     TINY_MODEL,
     ConfigError,
-    LoggingConfig,
-    PPOConfig,
-    RolloutConfig,
+    RunConfig,
     TrainingConfig,
 )
-from trainer.warm_start import WarmStartData, WarmStartTraining
+from trainer.warm_start import WarmStartConfig, warm_start_config
+from webapp.common.config_form import (
+    config_form_class,
+    config_form_field,
+    config_values,
+    error_field,
+    form_name,
+)
 from webapp.common.fieldsets import FieldsetsMixin
+from webapp.common.judge_options import JudgeEndpointFields
+from webapp.common.methods import METHOD_CHOICES, evidence_judge_problem
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
-from webapp.runs.models import Method, Run
-from webapp.training.config import (
-    BUDGET_FIELDS,
-    PPO_FIELDS,
-    TRAINING_FIELDS,
-    build_config,
-    default_model_path,
-    form_field_for,
-)
+from webapp.training.config import default_model_path, judge_option, run_config, warm_start_values
 
-ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-_T, _P, _L, _R = TrainingConfig(), PPOConfig(), LoggingConfig(), RolloutConfig()
-DEFAULT_BATCH = _T.per_device_train_batch_size
-_WS, _WD = WarmStartTraining(), WarmStartData()
 DEMO_TRAIN_DATASET = "demo_multihop"  # webapp.imports.services_demo
 # Two searches of ~100 retrieved tokens, their turns and the answer fit (agent.rollout.room_for_another_search
 # asks for the answer when a third would not); 384 cut most of the warm model's rollouts before their answer.
-DEMO_ROLLOUT_TOKENS = _T.max_completion_length
+DEMO_ROLLOUT_TOKENS = TrainingConfig().max_completion_length
+TRAINING_PATHS = tuple(
+    f"training.{name}"
+    for name in (
+        "max_steps",
+        "learning_rate",
+        "num_generations",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "num_iterations",
+        "max_completion_length",
+        "beta",
+        "epsilon",
+        "temperature",
+        "loss_type",
+        "seed",
+    )
+)
+PPO_PATHS = ("ppo.critic_learning_rate", "ppo.gamma", "ppo.lam", "ppo.vf_coef")
+# Where the new-run form starts other than the trainer: a 135M policy on a CPU (the trainer's defaults are papers').
+FORM_DEFAULTS: dict[str, dict[str, object]] = {
+    "training.learning_rate": {
+        "initial": 1e-5,
+        "help_text": "1e-5 moves a 135M policy within a few steps; the papers use 1e-6 for 3B–7B.",
+    },
+    "training.loss_type": {"choices": LOSS_TYPES},
+    "training.seed": {"min_value": 0},
+    "rollout.max_rollout_tokens": {"initial": DEMO_ROLLOUT_TOKENS, "min_value": 0},
+    **{path: {"label": f"{path.rsplit('.', 1)[-1].replace('_', ' ')} (PPO)"} for path in PPO_PATHS},
+}
+BUDGET_NAMES = tuple(form_name(p) for p in BUDGETS)
+TRAINING_NAMES = tuple(form_name(p) for p in TRAINING_PATHS)
+PPO_NAMES = tuple(form_name(p) for p in PPO_PATHS)
+# A ConfigError's field that no config-derived form field shows → the form field that does.
+ERROR_FIELDS = {
+    "data.path": "dataset",
+    "rollout.options": "index",
+    "reward.tiresrag_group_shaping": "algorithm",
+    "reward.params": "reward_params",
+}
+
+# Every budget is optional on the form: left empty, the trainer's default applies.
+_ConfigFields = config_form_class(
+    "_ConfigFields",
+    (*TRAINING_PATHS, *BUDGETS, *PPO_PATHS),
+    {**FORM_DEFAULTS, **{p: {"required": False, **FORM_DEFAULTS.get(p, {})} for p in BUDGETS}},
+)
 
 
 class OptionalJSONField(forms.JSONField):
@@ -47,11 +90,14 @@ class OptionalJSONField(forms.JSONField):
         return "" if value is None else super().prepare_value(value)  # an empty box, not "null"
 
 
-class TrainingRunForm(FieldsetsMixin, forms.Form):
+class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
+    """The fields named after a trainer.config field are derived from it (webapp.common.config_form)."""
+
     name = forms.CharField(max_length=200, initial="hiprag-grpo")
-    method = forms.ChoiceField(choices=Method.choices, initial=Method.HIPRAG, help_text="The reward method.")
-    algorithm = forms.ChoiceField(choices=Run.Algorithm.choices, initial=Run.Algorithm.GRPO)
-    model_path = forms.CharField(
+    method = config_form_field("method", choices=METHOD_CHOICES, help_text="The reward method.")
+    algorithm = config_form_field("algorithm", choices=[(a, a.upper()) for a in ALGORITHMS], help_text="")
+    model_path = config_form_field(
+        "model.path",
         label="policy model",
         max_length=1000,
         widget=forms.TextInput(attrs={"list": "known-models"}),
@@ -63,10 +109,11 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
         required=False,
         empty_label="built-in demo questions (8)",
     )
-    question_limit = forms.IntegerField(
-        min_value=0, initial=0, help_text="Train on the first N questions; 0: all."
+    question_limit = config_form_field(
+        "data.limit", min_value=0, help_text="Train on the first N questions; 0: all."
     )
-    rollout = forms.ChoiceField(
+    rollout = config_form_field(
+        "rollout.factory",
         choices=(
             ("agent", "agent — the method's real rollout loop against the index"),
             ("scripted", "scripted — canned trajectories, no index needed"),
@@ -80,32 +127,6 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
         empty_label="none",
         help_text="The retrieval index the agent rollout searches (only ready indexes are listed).",
     )
-    max_turns = forms.IntegerField(
-        required=False,
-        initial=_R.max_turns,
-        label="turn budget",
-        help_text="Search turns / steps / actions before the final answer (each method's own budget).",
-    )
-    max_turn_tokens = forms.IntegerField(
-        required=False,
-        initial=_R.max_turn_tokens,
-        label="tokens per turn",
-        help_text="A model turn is cut here.",
-    )
-    max_rollout_tokens = forms.IntegerField(
-        required=False,
-        initial=DEMO_ROLLOUT_TOKENS,
-        min_value=0,
-        label="tokens per rollout",
-        help_text="Model and retrieved tokens; the rollout ends when they are spent. 0: max completion length.",
-    )
-    max_obs_tokens = forms.IntegerField(
-        required=False,
-        initial=_R.max_obs_tokens,
-        label="retrieved tokens per search",
-        help_text="Observations are cut here.",
-    )
-    topk = forms.IntegerField(required=False, initial=_R.topk, label="passages per search")
     judge = forms.ChoiceField(
         choices=(
             ("none", "none"),
@@ -116,14 +137,6 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
         initial="none",
         help_text="The step/answer judge of the agent rollout (HiPRAG's over/under-search detector, …).",
     )
-    judge_base_url = forms.URLField(required=False, label="judge base URL", assume_scheme="https")
-    judge_model = forms.CharField(required=False, max_length=300, label="judge model")
-    judge_api_key_env = forms.CharField(
-        required=False,
-        max_length=100,
-        label="judge API key variable",
-        help_text="The NAME of the environment variable holding the key on the train worker — never the key.",
-    )
     lambda_f = forms.FloatField(required=False, label="λ_f", help_text="Format weight (HiPRAG, Search-P1).")
     lambda_p = forms.FloatField(required=False, label="λ_p", help_text="Process weight (HiPRAG, Search-P1).")
     reward_params = OptionalJSONField(
@@ -132,43 +145,19 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text='e.g. {"process": "over_only"} (HiPRAG) or {"w_thinking": 0.6} (TIRESRAG). Empty: the paper\'s.',
     )
-    max_steps = forms.IntegerField(initial=_T.max_steps)
-    learning_rate = forms.FloatField(
-        initial=1e-5, help_text="1e-5 moves a 135M policy within a few steps; the papers use 1e-6 for 3B–7B."
-    )
-    num_generations = forms.IntegerField(initial=_T.num_generations, help_text="Rollouts per question (≥ 2).")
-    per_device_train_batch_size = forms.IntegerField(
-        initial=DEFAULT_BATCH,
-        help_text="Rollouts per step, a multiple of num_generations: batch / generations questions per step.",
-    )
-    gradient_accumulation_steps = forms.IntegerField(initial=_T.gradient_accumulation_steps)
-    num_iterations = forms.IntegerField(initial=_T.num_iterations, help_text="μ: passes over each batch.")
-    max_completion_length = forms.IntegerField(initial=_T.max_completion_length)
-    beta = forms.FloatField(initial=_T.beta, help_text="KL coefficient (0: no reference model).")
-    epsilon = forms.FloatField(initial=_T.epsilon, help_text="Clip range of the policy ratio.")
-    temperature = forms.FloatField(initial=_T.temperature)
-    loss_type = forms.ChoiceField(
-        choices=[(x, x) for x in ("grpo", "bnpo", "dr_grpo", "dapo")], initial=_T.loss_type
-    )
-    seed = forms.IntegerField(initial=_T.seed, min_value=0)
-    lora = forms.BooleanField(required=False, label="LoRA", help_text="Train a LoRA adapter instead.")
-    trainable_layers = forms.IntegerField(
+    lora = config_form_field("model.lora", label="LoRA", help_text="Train a LoRA adapter instead.")
+    trainable_layers = config_form_field(
+        "model.trainable_layers",
         required=False,
         min_value=0,
         initial=DEMO_TRAINABLE_LAYERS,
         label="train the top N layers",
         help_text="0: every weight (and with LoRA). SmolLM2 has 30; 10 made the update 1.7× faster on a 2-core CPU.",
     )
-    critic_learning_rate = forms.FloatField(
-        initial=_P.critic_learning_rate, label="critic learning rate (PPO)"
+    sample_every = config_form_field(
+        "logging.sample_every", help_text="Store sample trajectories every N steps (and at step 1)."
     )
-    gamma = forms.FloatField(initial=_P.gamma, label="γ (PPO)")
-    lam = forms.FloatField(initial=_P.lam, label="GAE λ (PPO)")
-    vf_coef = forms.FloatField(initial=_P.vf_coef, label="value loss coefficient (PPO)")
-    sample_every = forms.IntegerField(
-        initial=_L.sample_every, help_text="Store sample trajectories every N steps (and at step 1)."
-    )
-    samples_per_log = forms.IntegerField(initial=_L.samples_per_log)
+    samples_per_log = config_form_field("logging.samples_per_log")
 
     fieldsets = (
         ("What to train", ("name", "method", "algorithm", "model_path", "dataset", "question_limit")),
@@ -176,10 +165,10 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
             "Rollouts and judge",
             ("rollout", "index", "judge", "judge_base_url", "judge_model", "judge_api_key_env"),
         ),
-        ("Budgets (every rollout stops at the first it reaches)", BUDGET_FIELDS),
+        ("Budgets (every rollout stops at the first it reaches)", BUDGET_NAMES),
         ("Reward weights", ("lambda_f", "lambda_p", "reward_params")),
-        ("Optimisation (TRL)", (*TRAINING_FIELDS, "lora", "trainable_layers")),
-        ("PPO critic", PPO_FIELDS),
+        ("Optimisation (TRL)", (*TRAINING_NAMES, "lora", "trainable_layers")),
+        ("PPO critic", PPO_NAMES),
         ("Samples", ("sample_every", "samples_per_log")),
     )
 
@@ -214,27 +203,13 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
             )
         return str(path)
 
-    def clean_judge_api_key_env(self) -> str:
-        value: str = self.cleaned_data.get("judge_api_key_env", "").strip()
-        if value and not ENV_VAR_NAME.match(value):
-            raise forms.ValidationError(
-                "Give the NAME of an environment variable (e.g. JUDGE_API_KEY), not the key itself."
-            )
-        return value
-
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         judge, rollout = cleaned.get("judge"), cleaned.get("rollout")
-        if judge == "endpoint":
-            for name in ("judge_base_url", "judge_model"):
-                if not cleaned.get(name) and name not in self.errors:
-                    self.add_error(name, "Required for an endpoint judge.")
-        if judge == "evidence" and cleaned.get("method") in (Method.TIRESRAG, Method.SEARCH_P1):
-            self.add_error(
-                "judge",
-                "The evidence judge implements HiPRAG's over-/under-search detectors only; TIRESRAG-R1 and "
-                "Search-P1 need an LLM judge (an endpoint, or the policy on a CPU demo).",
-            )
+        self.require_endpoint(cleaned)
+        problem = evidence_judge_problem([cleaned.get("method") or ""]) if judge == "evidence" else None
+        if problem:
+            self.add_error("judge", problem[0].upper() + problem[1:] + ".")
         if judge not in (None, "none") and rollout not in (None, "agent"):
             self.add_error(
                 "judge", "Only the agent rollout calls a judge; scripted rollouts bring their own."
@@ -246,15 +221,89 @@ class TrainingRunForm(FieldsetsMixin, forms.Form):
         if self.errors:
             return cleaned  # the trainer's rules need every field parsed
         try:
-            build_config(cleaned, output_dir="(set when the run is created)")  # the service rebuilds it
+            self.run_config(
+                output_dir="(set when the run is created)"
+            )  # the service makes it with its folders
         except ConfigError as exc:
             message = str(exc).split(": ", 1)[-1]
-            field = form_field_for(exc.field)
+            field = self._error_field(exc.field)
             self.add_error(field, message if field else str(exc))
         return cleaned
 
+    def _error_field(self, config_path: str) -> str | None:
+        leaf = config_path.rsplit(".", 1)[-1]
+        if config_path.startswith("reward.params.") and leaf in self.fields:
+            return leaf  # λ_f, λ_p have fields of their own; other weights are in reward_params
+        return error_field(self.fields, config_path, ERROR_FIELDS)
 
-class WarmStartForm(FieldsetsMixin, forms.Form):
+    def config_values(self) -> dict[str, Any]:
+        """The trainer config's values this form sets (every field derived from a config field, and the rest)."""
+        cleaned = self.cleaned_data
+        values = config_values(self.fields, cleaned)
+        params = dict(cleaned.get("reward_params") or {})
+        for name in ("lambda_f", "lambda_p"):
+            if cleaned.get(name) is not None:
+                params[name] = cleaned[name]
+        # PPO's advantages come from the critic, so TIRESRAG's GRPO group shaping is off under PPO.
+        values["reward"] = {"params": params, "tiresrag_group_shaping": cleaned["algorithm"] == "grpo"}
+        values["model"].setdefault("trainable_layers", 0)
+        values["rollout"]["options"] = {}
+        if cleaned["rollout"] == "agent":
+            index = cleaned.get("index")
+            if index is None:
+                raise ConfigError(
+                    "rollout.options", "the agent rollout needs an index; pick one or use 'scripted'"
+                )
+            values["rollout"]["options"]["index"] = index.path
+            judge = judge_option(
+                cleaned.get("judge") or "none",
+                base_url=cleaned.get("judge_base_url") or "",
+                model=cleaned.get("judge_model") or "",
+                api_key_env=cleaned.get("judge_api_key_env") or "",
+            )
+            if judge is not None:
+                values["rollout"]["options"]["judge"] = judge
+        return values
+
+    def run_config(self, *, output_dir: str, data_path: str = "") -> RunConfig:
+        return run_config(self.config_values(), output_dir=output_dir, data_path=data_path)
+
+
+WARM_START_PATHS = (
+    "data.questions_per_method",
+    "data.no_search_share",
+    "max_obs_tokens",
+    "max_turn_tokens",
+    "training.epochs",
+    "training.learning_rate",
+)
+_WarmStartFields = config_form_class(
+    "_WarmStartFields",
+    WARM_START_PATHS,
+    {
+        "data.questions_per_method": {"min_value": 1},
+        "data.no_search_share": {
+            "min_value": 0,
+            "max_value": 0.9,
+            "help_text": "Share of no-search (common knowledge) demonstrations.",
+        },
+        "training.epochs": {"min_value": 0.1},
+        "max_obs_tokens": {
+            "min_value": 1,
+            "label": "retrieved tokens per search",
+            "help_text": "As in training.",
+        },
+        "max_turn_tokens": {
+            "min_value": 1,
+            "label": "tokens per turn",
+            "help_text": "As in training: a demonstration with a longer model turn is left out.",
+        },
+    },
+    root=WarmStartConfig,
+)
+
+
+class WarmStartForm(FieldsetsMixin, _WarmStartFields):
     """A supervised warm start (trainer.warm_start): demonstrations of the methods' formats, then SFT."""
 
     name = forms.CharField(max_length=200, initial="warm start")
@@ -265,8 +314,8 @@ class WarmStartForm(FieldsetsMixin, forms.Form):
         help_text="The instruct model to warm-start (a transformers folder on the train worker).",
     )
     methods = forms.MultipleChoiceField(
-        choices=Method.choices,
-        initial=[Method.HIPRAG, Method.SEARCH_R1],
+        choices=METHOD_CHOICES,
+        initial=["hiprag", "search_r1"],
         widget=forms.CheckboxSelectMultiple,
         help_text="The formats to teach, one model for all (each adds about ten CPU minutes).",
     )
@@ -283,40 +332,11 @@ class WarmStartForm(FieldsetsMixin, forms.Form):
         queryset=Index.objects.filter(status=Index.Status.READY).select_related("corpus").order_by("name"),
         help_text="The demonstrations' searches go to this index (use the one you will train with).",
     )
-    questions_per_method = forms.IntegerField(initial=_WD.questions_per_method, min_value=1)
-    no_search_share = forms.FloatField(
-        initial=_WD.no_search_share,
-        min_value=0,
-        max_value=0.9,
-        help_text="Share of no-search (common knowledge) demonstrations.",
-    )
-    epochs = forms.FloatField(initial=_WS.epochs, min_value=0.1)
-    learning_rate = forms.FloatField(initial=_WS.learning_rate)
-    max_obs_tokens = forms.IntegerField(
-        initial=_R.max_obs_tokens,
-        min_value=1,
-        label="retrieved tokens per search",
-        help_text="As in training.",
-    )
-    max_turn_tokens = forms.IntegerField(
-        initial=_R.max_turn_tokens,
-        min_value=1,
-        label="tokens per turn",
-        help_text="As in training: a demonstration with a longer model turn is left out.",
-    )
-
     fieldsets = (
         ("What to teach", ("name", "model_path", "methods", "dataset", "split", "index")),
         (
             "Demonstrations and optimisation",
-            (
-                "questions_per_method",
-                "no_search_share",
-                "max_obs_tokens",
-                "max_turn_tokens",
-                "epochs",
-                "learning_rate",
-            ),
+            tuple(form_name(p) for p in WARM_START_PATHS),
         ),
     )
 
@@ -333,14 +353,18 @@ class WarmStartForm(FieldsetsMixin, forms.Form):
         cleaned = super().clean() or {}
         if self.errors:
             return cleaned
-        from trainer.warm_start import warm_start_config
-        from webapp.training.config import warm_start_values
-
         try:
-            warm_start_config(
-                warm_start_values(cleaned, output_dir="(set when the run is created)", data_path="-")
-            )
+            self.warm_start_config(output_dir="(set when the run is created)", data_path="-")
         except ConfigError as exc:
             name = exc.field.rsplit(".", 1)[-1]
             self.add_error(name if name in self.fields else None, str(exc))
         return cleaned
+
+    def warm_start_config(self, *, output_dir: str, data_path: str) -> WarmStartConfig:
+        cleaned = self.cleaned_data
+        values = config_values(self.fields, cleaned)
+        values["index"] = cleaned["index"].path
+        values["methods"] = list(cleaned["methods"])
+        values["model"] = {"path": cleaned["model_path"]}
+        values.setdefault("data", {})["split"] = cleaned.get("split") or ""
+        return warm_start_config(warm_start_values(values, output_dir=output_dir, data_path=data_path))

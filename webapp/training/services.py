@@ -9,18 +9,24 @@ import signal
 import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from trainer.config import RunConfig
+from webapp.corpora.models import Index
+from webapp.datasets.models import Dataset
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.services import run_cancel, run_create, run_mark_finished
-from webapp.training.config import build_config, judge_option
+from webapp.training.config import run_config, warm_start_values
 from webapp.training.models import TrainingProcess
 from webapp.trajectories.services import TrajectoryInput, trajectory_bulk_create
+
+if TYPE_CHECKING:
+    from trainer.warm_start import WarmStartConfig
 
 QUESTIONS_FILE = "questions.jsonl"
 
@@ -30,66 +36,79 @@ def run_dir_for(run_id: int) -> Path:
 
 
 @transaction.atomic
-def training_run_create(*, user: AbstractBaseUser | None, cleaned: Mapping[str, Any]) -> Run:
-    """A pending train run whose ``config`` is the trainer's full config, and its supervisor task on commit.
+def training_run_create(
+    *,
+    user: AbstractBaseUser | None,
+    name: str,
+    config: RunConfig,
+    dataset: Dataset | None = None,
+    index: Index | None = None,
+    enqueue: bool = True,
+) -> Run:
+    """A pending train run whose ``config`` is the trainer's full config, and (``enqueue``) its supervisor task on
+    commit; without it the caller supervises the run itself (an experiment does, stage by stage).
 
-    ``cleaned`` is a valid TrainingRunForm's cleaned_data. The config is rebuilt here with the run's own folder,
-    so it is validated again by trainer.config exactly as ``python -m trainer.train`` will read it.
+    ``config`` is made again here with the run's own folder (and its questions file when a ``dataset`` is given), so
+    it is validated by trainer.config exactly as ``python -m trainer.train`` will read it. ``index`` is recorded
+    when the config's rollout searches one.
     """
-    from webapp.training.tasks import training_supervise_task
-
-    dataset = cleaned.get("dataset")
-    index = cleaned.get("index") if cleaned["rollout"] == "agent" else None
     run = run_create(
-        name=cleaned["name"],
-        method=cleaned["method"],
-        model_name=cleaned["model_path"],
+        name=name,
+        method=config.method,
+        model_name=config.model.path,
         kind=Run.Kind.TRAIN,
-        algorithm=cleaned["algorithm"],
+        algorithm=config.algorithm,
         dataset_id=dataset.pk if dataset else None,
         created_by=user,
     )
     folder = run_dir_for(run.pk)
-    run.config = build_config(
-        cleaned,
+    searches = config.rollout.factory == "agent"
+    run.config = run_config(
+        config.to_dict(),
         output_dir=str(folder / "output"),
         data_path=str(folder / QUESTIONS_FILE) if dataset else "",
-    )
-    run.index = index
-    run.judge_settings = {"judge": judge_option(cleaned)} if index else {}
+    ).to_dict()
+    run.index = index if searches else None
+    run.judge_settings = {"judge": config.rollout.options.get("judge")} if run.index else {}
     run.save(update_fields=["config", "index", "judge_settings"])
     TrainingProcess.objects.create(run=run, run_dir=str(folder))
-    transaction.on_commit(lambda: training_supervise_task.delay(run.pk))
+    if enqueue:
+        _enqueue(run.pk)
     return run
 
 
+def _enqueue(run_id: int) -> None:
+    from webapp.training.tasks import training_supervise_task
+
+    transaction.on_commit(lambda: training_supervise_task.delay(run_id))
+
+
 @transaction.atomic
-def warm_start_run_create(*, user: AbstractBaseUser | None, cleaned: Mapping[str, Any]) -> Run:
+def warm_start_run_create(
+    *, user: AbstractBaseUser | None, name: str, config: WarmStartConfig, dataset: Dataset, index: Index
+) -> Run:
     """A pending warm-start run (kind ``warm_start``, algorithm ``sft``) and its supervisor task on commit; its
     output folder is a policy the new-run and evaluation forms offer once it has finished."""
     from trainer.warm_start import warm_start_config
-    from webapp.training.config import warm_start_values
-    from webapp.training.tasks import training_supervise_task
 
-    methods = list(cleaned["methods"])
     run = run_create(
-        name=cleaned["name"],
-        method=methods[0],
-        model_name=cleaned["model_path"],
+        name=name,
+        method=config.methods[0],
+        model_name=config.model.path,
         kind=Run.Kind.WARM_START,
         algorithm=Run.Algorithm.SFT,
-        dataset_id=cleaned["dataset"].pk,
+        dataset_id=dataset.pk,
         created_by=user,
     )
     folder = run_dir_for(run.pk)
     values = warm_start_values(
-        cleaned, output_dir=str(folder / "output"), data_path=str(folder / QUESTIONS_FILE)
+        config.to_dict(), output_dir=str(folder / "output"), data_path=str(folder / QUESTIONS_FILE)
     )
     run.config = warm_start_config(values).to_dict()
-    run.index = cleaned["index"]
+    run.index = index
     run.save(update_fields=["config", "index"])
     TrainingProcess.objects.create(run=run, run_dir=str(folder))
-    transaction.on_commit(lambda: training_supervise_task.delay(run.pk))
+    _enqueue(run.pk)
     return run
 
 
@@ -181,7 +200,8 @@ def training_process_ended(*, run_id: int, exit_code: int, killed: bool, error_t
     )
 
 
-def _alive(pid: int | None) -> bool:
+def process_alive(pid: int | None) -> bool:
+    """Whether a process of this machine exists (its supervisor or trainer; ``kill(pid, 0)`` sends nothing)."""
     if not pid:
         return False
     try:
@@ -191,6 +211,13 @@ def _alive(pid: int | None) -> bool:
     except PermissionError:
         return True  # exists, owned by someone else
     return True
+
+
+def trainer_kill(process: TrainingProcess) -> None:
+    """Kill a trainer left behind by a dead supervisor, when it runs on this machine (its whole process group)."""
+    if process.hostname == socket.gethostname() and process_alive(process.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # type: ignore[arg-type]  # process_alive: pid is set
 
 
 def training_mark_crashed(*, run_id: int | None = None, now: dt.datetime | None = None) -> list[int]:
@@ -212,11 +239,10 @@ def training_mark_crashed(*, run_id: int | None = None, now: dt.datetime | None 
     for run in stale.select_related("training_process"):
         process = getattr(run, "training_process", None)
         same_host = process is not None and process.hostname == here
-        if same_host and _alive(process.supervisor_pid):
+        if same_host and process_alive(process.supervisor_pid):
             continue
-        if same_host and _alive(process.pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+        if same_host:
+            trainer_kill(process)
         seconds = int((now - run.heartbeat_at).total_seconds()) if run.heartbeat_at else 0
         run_mark_finished(
             run_id=run.pk,

@@ -13,13 +13,12 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.pagination import PageNumberPagination
-from webapp.api.renderers import OrjsonRenderer
+from webapp.common.pagination import PageNumberPagination
+from webapp.common.renderers import CsvRenderer, JsonlRenderer, OrjsonRenderer
 from webapp.runs.models import Run
 from webapp.trajectories import selectors
 from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
@@ -207,21 +206,11 @@ def _csv(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
     yield from _in_blocks(writer.writerow(row) for row in rows)
 
 
-class _JsonlRenderer(JSONRenderer):
-    media_type = "application/jsonl"
-    format = "jsonl"
-
-
-class _CsvRenderer(JSONRenderer):
-    media_type = "text/csv"
-    format = "csv"
-
-
 class StepRewardExportApi(APIView):
     """Every step reward of a run, streamed as JSON lines or CSV (one row per step, never held in memory)."""
 
     # Accept headers for the two formats must pass content negotiation; errors are still rendered as JSON.
-    renderer_classes = (OrjsonRenderer, _JsonlRenderer, _CsvRenderer)
+    renderer_classes = (OrjsonRenderer, JsonlRenderer, CsvRenderer)
 
     @extend_schema(
         responses={

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 
-FORMATS = ("search_r1", "hiprag", "autosearch", "search_p1", "tiresrag")  # scoring.formats.PARSERS' names
+from scoring.formats import PARSERS
+
+FORMATS = tuple(PARSERS)  # a trajectory's format is one scoring can parse
 FORMAT_CHOICES = tuple((name, name) for name in FORMATS)
 
 

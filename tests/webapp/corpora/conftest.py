@@ -6,16 +6,14 @@ corpus on a machine without the shared data.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.utils import timezone
 
-from retrieval.index import IndexConfig, IndexMetadata, build_index, index_size_bytes
+from retrieval.index import IndexConfig, build_index
 from webapp.corpora.models import Corpus, Index
-from webapp.corpora.services import corpus_import
+from webapp.corpora.services import corpus_import, index_register_ready
 
 N_PASSAGES = 300
 ENCODER = "hashing-256"
@@ -51,20 +49,7 @@ def corpus(db, corpus_file: Path) -> Corpus:
 
 def ready_index(corpus: Corpus, folder: Path, *, name: str) -> Index:
     """An Index row for a folder built outside the worker, as index_build would have left it."""
-    metadata = IndexMetadata.read(folder)
-    return Index.objects.create(
-        corpus=corpus,
-        name=name,
-        kind=metadata.kind,
-        encoder="" if metadata.kind == "bm25" else metadata.encoder,
-        path=str(folder),
-        status=Index.Status.READY,
-        progress=1.0,
-        build_seconds=metadata.build_seconds,
-        size_bytes=index_size_bytes(folder),
-        metadata=asdict(metadata),
-        finished_at=timezone.now(),
-    )
+    return index_register_ready(corpus=corpus, folder=folder, name=name)
 
 
 @pytest.fixture

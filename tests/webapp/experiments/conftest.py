@@ -19,8 +19,8 @@ from tests.agent.test_rollout import search_r1_policy
 from tests.webapp.evaluation.conftest import hiprag_two_steps
 from webapp.corpora.models import Corpus, Index
 from webapp.evaluation import components
-from webapp.experiments import services
-from webapp.experiments.specs import ExperimentSpec, JudgeChoice
+from webapp.experiments import inputs
+from webapp.experiments.specs import KNOB_PATHS, ExperimentSpec, JudgeChoice
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.services import run_mark_finished, run_mark_started
 
@@ -95,26 +95,27 @@ def make_spec(
     question_file: Path, index: Index, start_model: Path, fake_stages: dict[str, Any]
 ) -> Callable[..., ExperimentSpec]:
     def make(**overrides: Any) -> ExperimentSpec:
-        rows = services.read_question_file(question_file)
+        rows = inputs.read_question_file(question_file)
         values: dict[str, Any] = {
             "methods": ("search_r1", "hiprag"),
             "baseline": "search_r1",
             "model": str(start_model),
-            "train_dataset_id": services.experiment_dataset(
-                rows=services.select_rows(rows, split="train"), label="train"
+            "train_dataset_id": inputs.experiment_dataset(
+                rows=inputs.select_rows(rows, split="train"), label="train"
             ).pk,
-            "eval_dataset_id": services.experiment_dataset(
-                rows=services.select_rows(rows, split="test"), label="eval"
+            "eval_dataset_id": inputs.experiment_dataset(
+                rows=inputs.select_rows(rows, split="test"), label="eval"
             ).pk,
             "index_id": index.pk,
             "judge": JudgeChoice("evidence"),
-            "steps": 2,
-            "num_generations": 2,
-            "batch_size": 2,
             "resamples": 200,
             **overrides,
         }
-        return ExperimentSpec(**values)
+        knobs = {"steps": 2, "num_generations": 2, "batch_size": 2}
+        for name in list(values):
+            if name in KNOB_PATHS:
+                knobs[name] = values.pop(name)
+        return ExperimentSpec.with_knobs(knobs, **values)
 
     return make
 

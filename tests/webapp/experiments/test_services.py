@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from webapp.corpora.models import Index
-from webapp.experiments import services
+from webapp.experiments import inputs, processes, services
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.specs import ExperimentConfigError, JudgeChoice
 from webapp.runs.models import Run
@@ -115,9 +115,9 @@ def test_a_killed_experiment_resumes_where_it_stopped(make_spec: Any, fake_stage
 def test_a_live_experiment_is_not_executed_twice(make_spec: Any) -> None:
     experiment = services.experiment_create(user=None, spec=make_spec(), enqueue=False)
     Experiment.objects.filter(pk=experiment.pk).update(
-        status="running", pid=1, hostname=services.socket.gethostname()
+        status="running", pid=1, hostname=processes.socket.gethostname()
     )
-    with pytest.raises(services.ExperimentBusy, match="process 1"):
+    with pytest.raises(processes.ExperimentBusy, match="process 1"):
         services.experiment_execute(experiment_id=experiment.pk)
 
 
@@ -155,7 +155,10 @@ def test_the_command_builds_the_experiment_from_files_and_prints_the_table(
     assert len(osr_line.split()) >= 5  # baseline, method, diff, CI
     assert "resume with" not in text and "--resume" in err.getvalue()
     experiment = Experiment.objects.get()
-    assert experiment.spec["seed"] == 3 and experiment.spec["steps"] == 1
+    assert (
+        experiment.spec["run"]["training"]["seed"] == 3
+        and experiment.spec["run"]["training"]["max_steps"] == 1
+    )
     assert Run.objects.filter(kind="train").count() == 2 and Run.objects.filter(kind="eval").count() == 4
 
 
@@ -197,22 +200,22 @@ def test_the_command_has_help() -> None:
 
 def test_inputs_select_reuse_and_refuse(question_file: Path, settings: Any, tmp_path: Path) -> None:
     settings.EXPERIMENTS_DIR = tmp_path / "experiments"
-    rows = services.read_question_file(question_file)
-    chosen = services.select_rows(rows, split="test", limit=2)
+    rows = inputs.read_question_file(question_file)
+    chosen = inputs.select_rows(rows, split="test", limit=2)
     assert [r["id"] for r in chosen] == ["q4", "q5"]
-    first = services.experiment_dataset(rows=chosen, label="eval")
-    assert services.experiment_dataset(rows=chosen, label="eval").pk == first.pk  # the same selection, reused
+    first = inputs.experiment_dataset(rows=chosen, label="eval")
+    assert inputs.experiment_dataset(rows=chosen, label="eval").pk == first.pk  # the same selection, reused
     assert first.question_count == 2 and first.questions.first().metadata["supporting_titles"] == ["Paris"]
-    assert services.dataset_rows(first)[0]["question"] == chosen[0]["question"]
+    assert inputs.dataset_rows(first)[0]["question"] == chosen[0]["question"]
     with pytest.raises(ExperimentConfigError, match="no question left"):
-        services.experiment_dataset(rows=[], label="train")
-    assert services.judge_choice("http://judge/v1", model="m").kind == "openai"
+        inputs.experiment_dataset(rows=[], label="train")
+    assert inputs.judge_choice("http://judge/v1", model="m").kind == "openai"
     with pytest.raises(ExperimentConfigError, match="judge"):
-        services.judge_choice("ftp://x")
+        inputs.judge_choice("ftp://x")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "x"}\n')
     with pytest.raises(ExperimentConfigError, match=r"bad\.jsonl:1"):
-        services.read_question_file(bad)
+        inputs.read_question_file(bad)
 
 
 def test_an_index_folder_is_registered_once(db: Any, tmp_path: Path) -> None:
@@ -225,12 +228,12 @@ def test_an_index_folder_is_registered_once(db: Any, tmp_path: Path) -> None:
         )
     )
     build_index(corpus, tmp_path / "bm25", IndexConfig(kind="bm25"))
-    index = services.index_for_folder(tmp_path / "bm25")
+    index = inputs.index_for_folder(tmp_path / "bm25")
     assert (index.kind, index.status, index.path) == ("bm25", "ready", str((tmp_path / "bm25").resolve()))
     assert index.corpus.source_path.endswith("corpus.jsonl")
-    assert services.index_for_folder(tmp_path / "bm25").pk == index.pk
+    assert inputs.index_for_folder(tmp_path / "bm25").pk == index.pk
     with pytest.raises(ExperimentConfigError, match="index"):
-        services.index_for_folder(tmp_path / "nothing")
+        inputs.index_for_folder(tmp_path / "nothing")
 
 
 def test_the_spec_is_checked(make_spec: Any) -> None:
@@ -254,3 +257,31 @@ def test_the_evaluations_run_on_the_chosen_engine(make_spec: Any) -> None:
     evaluation = services._evaluation_spec(spec, "hiprag", spec.model)
     assert evaluation.backend == "vllm" and evaluation.batch_size == spec.eval_batch_size
     assert services._evaluation_spec(make_spec(), "hiprag", spec.model).backend == "transformers"
+
+
+def test_a_spec_stored_with_flat_knobs_still_loads() -> None:
+    """Experiments stored before the knobs were trainer config values kept them flat, under their option names."""
+    from webapp.experiments.specs import ExperimentSpec
+
+    stored = {
+        "methods": ["search_r1", "hiprag"],
+        "baseline": "search_r1",
+        "model": "tiny-random",
+        "train_dataset_id": 1,
+        "eval_dataset_id": 2,
+        "index_id": 3,
+        "judge": {"kind": "evidence", "base_url": "", "model": "", "api_key_env": ""},
+        "steps": 4,
+        "seed": 7,
+        "batch_size": 8,
+        "learning_rate": 1e-5,
+        "max_turn_tokens": 96,
+        "sample_every": 1,
+    }
+    spec = ExperimentSpec.from_json(stored)
+
+    assert (spec.steps, spec.seed) == (4, 7)
+    assert spec.run["training"]["per_device_train_batch_size"] == 8
+    assert spec.run["rollout"]["max_turn_tokens"] == 96
+    assert spec.knob("model.trainable_layers") == 10  # not stored: the experiment's default
+    assert ExperimentSpec.from_json(spec.to_json()) == spec

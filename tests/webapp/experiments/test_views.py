@@ -63,7 +63,7 @@ def test_it_starts_an_experiment_from_the_browser(
     experiment = Experiment.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/experiments/{experiment.pk}/"
     delay.assert_called_once_with(experiment.pk)
-    assert experiment.spec["seed"] == 5 and experiment.created_by.username == "rey"
+    assert experiment.spec["run"]["training"]["seed"] == 5 and experiment.created_by.username == "rey"
     assert experiment.spec["eval_engine"] == "transformers"  # the default when the form leaves it out
     assert Dataset.objects.get(pk=experiment.spec["train_dataset_id"]).question_count == 2
 

@@ -50,20 +50,17 @@ def test_the_budgets_reach_the_trainers_config(form_data):
     form = TrainingRunForm({**form_data, **budgets})
     assert form.is_valid(), form.errors
 
-    from webapp.training.config import build_config
-
-    rollout = build_config(form.cleaned_data, output_dir="out")["rollout"]
+    rollout = form.run_config(output_dir="out").to_dict()["rollout"]
     assert {name: rollout[name] for name in budgets} == budgets
 
 
 def test_the_form_trains_the_demos_top_layers_by_default_and_lora_asks_for_zero(form_data):
     from trainer.config import DEMO_TRAINABLE_LAYERS
-    from webapp.training.config import build_config
 
     assert TrainingRunForm().fields["trainable_layers"].initial == DEMO_TRAINABLE_LAYERS == 10
     form = TrainingRunForm({**form_data, "trainable_layers": DEMO_TRAINABLE_LAYERS})
     assert form.is_valid(), form.errors
-    assert build_config(form.cleaned_data, output_dir="out")["model"]["trainable_layers"] == 10
+    assert form.run_config(output_dir="out").model.trainable_layers == 10
     form = TrainingRunForm({**form_data, "trainable_layers": DEMO_TRAINABLE_LAYERS, "lora": "on"})
     assert not form.is_valid()
     assert "must be 0 with model.lora" in form.errors["trainable_layers"][0]

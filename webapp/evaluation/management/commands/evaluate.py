@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from webapp.common.judge_options import add_judge_arguments
 from webapp.datasets.models import Dataset
 from webapp.evaluation import selectors
 from webapp.evaluation.forms import ROLLOUT_FIELDS
@@ -32,19 +33,11 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", default="", help="OpenAI-compatible /v1 URL serving --model")
         parser.add_argument("--api-key-env", default="", help="NAME of the variable holding the policy's key")
         parser.add_argument("--dataset", action="append", required=True, help="dataset name (repeatable)")
-        parser.add_argument("--method", choices=Method.values, default=Method.HIPRAG)
+        parser.add_argument("--method", choices=Method.values, default="hiprag")
         retrieval = parser.add_mutually_exclusive_group(required=True)
         retrieval.add_argument("--index", type=int, help="Index id (a ready index folder)")
         retrieval.add_argument("--retrieve-url", default="", help="a Search-R1-compatible /retrieve server")
-        parser.add_argument(
-            "--judge",
-            default="none",
-            help="none, policy (the policy judges), or an OpenAI-compatible base URL",
-        )
-        parser.add_argument("--judge-model", default="", help="model name at the judge URL")
-        parser.add_argument(
-            "--judge-key-env", default="", help="NAME of the variable holding the judge's key"
-        )
+        add_judge_arguments(parser, default="none", kinds="none, policy (the policy judges)")
         parser.add_argument("--answer-judge", action="store_true", help="LLM-as-judge answer correctness too")
         parser.add_argument("--limit", type=int, help="questions per dataset")
         parser.add_argument("--topk", type=int)
@@ -119,7 +112,7 @@ class Command(BaseCommand):
                 kind=judge if judge in ("none", "policy") else "openai",
                 base_url=judge if judge.startswith("http") else "",
                 model=options["judge_model"],
-                api_key_env=options["judge_key_env"],
+                api_key_env=options["judge_api_key_env"],
                 answer_judge=options["answer_judge"],
             ),
             params=params,

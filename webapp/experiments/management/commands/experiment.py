@@ -10,19 +10,24 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from trainer.config import ALGORITHMS
+from trainer.config import ALGORITHMS, config_field
+from webapp.common.judge_options import add_judge_arguments
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.evaluation.specs import EvaluationConfigError
-from webapp.experiments import services
+from webapp.experiments import inputs, services
 from webapp.experiments.models import Experiment
+from webapp.experiments.processes import ExperimentBusy
 from webapp.experiments.reporting import result_text
 from webapp.experiments.specs import (
     DEFAULT_BASELINE,
     DEFAULT_METHODS,
     EVAL_ENGINES,
+    KNOBS,
     ExperimentConfigError,
     ExperimentSpec,
+    knob_default,
+    knob_name,
 )
 
 _D = ExperimentSpec(
@@ -89,50 +94,18 @@ class Command(BaseCommand):
         index = parser.add_mutually_exclusive_group(required=False)
         index.add_argument("--index", metavar="PATH", help="an index folder (retrieval.index.build_index)")
         index.add_argument("--index-id", type=int, help="a ready Index row")
-        parser.add_argument(
-            "--judge",
-            default="evidence",
-            help="evidence (heuristic, no LLM; the default), none, policy, or an OpenAI-compatible base URL",
+        add_judge_arguments(
+            parser, default="evidence", kinds="evidence (heuristic, no LLM; the default), none, policy"
         )
-        parser.add_argument("--judge-model", default="", help="model name at the judge URL")
-        parser.add_argument(
-            "--judge-key-env", default="", help="NAME of the variable holding the judge's key"
-        )
-        parser.add_argument("--steps", type=int, default=_D.steps, help="optimizer steps per method")
-        parser.add_argument("--seed", type=int, default=_D.seed, help="training, sampling and bootstrap seed")
         parser.add_argument("--algorithm", choices=ALGORITHMS, default=_D.algorithm)
-        parser.add_argument("--learning-rate", type=float, default=_D.learning_rate)
-        parser.add_argument(
-            "--num-generations", type=int, default=_D.num_generations, help="rollouts per question"
-        )
-        parser.add_argument(
-            "--batch-size",
-            type=int,
-            default=_D.batch_size,
-            help="rollouts per step (a multiple of generations)",
-        )
-        parser.add_argument("--max-completion-length", type=int, default=_D.max_completion_length)
-        parser.add_argument(
-            "--trainable-layers",
-            type=int,
-            default=_D.trainable_layers,
-            help="train the top N layers (0: all)",
-        )
-        parser.add_argument("--temperature", type=float, default=_D.temperature, help="training sampling")
-        parser.add_argument(
-            "--max-turns", type=int, default=_D.max_turns, help="turn budget (train and eval)"
-        )
-        parser.add_argument("--max-turn-tokens", type=int, default=_D.max_turn_tokens, help="tokens per turn")
-        parser.add_argument(
-            "--max-rollout-tokens", type=int, default=_D.max_rollout_tokens, help="model + retrieved tokens"
-        )
-        parser.add_argument(
-            "--max-obs-tokens", type=int, default=_D.max_obs_tokens, help="retrieved per search"
-        )
-        parser.add_argument("--topk", type=int, default=_D.topk, help="passages per search")
-        parser.add_argument(
-            "--sample-every", type=int, default=_D.sample_every, help="store samples every N steps"
-        )
+        for path in KNOBS:  # trainer.config's fields: their types, defaults (the experiment's) and help
+            f, annotation = config_field(path)
+            parser.add_argument(
+                f"--{knob_name(path).replace('_', '-')}",
+                type=annotation,
+                default=knob_default(path),
+                help=f.metadata.get("help", "").replace("%", "%%") + f" ({path}; default %(default)s)",
+            )
         parser.add_argument("--eval-batch-size", type=int, default=_D.eval_batch_size)
         parser.add_argument(
             "--eval-engine",
@@ -161,7 +134,7 @@ class Command(BaseCommand):
         )
         try:
             experiment = services.experiment_execute(experiment_id=experiment.pk, say=self.stderr.write)
-        except services.ExperimentBusy as exc:
+        except ExperimentBusy as exc:
             raise CommandError(str(exc)) from None
         result = experiment.result or {}
         if options["json"]:
@@ -185,47 +158,29 @@ class Command(BaseCommand):
             baseline = options["baseline"] or (
                 DEFAULT_BASELINE if DEFAULT_BASELINE in methods or not methods else methods[0]
             )
-            model = services.resolve_model(options["model"] or None)
+            model = inputs.resolve_model(options["model"] or None)
             train = self._questions(options, "train")
             held_out = self._questions(options, "eval")
             overlap = {q["question"] for q in train} & {q["question"] for q in held_out}
             if overlap:
                 self.stderr.write(f"warning: {len(overlap)} held-out question(s) are also training questions")
             index = self._index(options)
-            judge = services.judge_choice(
-                options["judge"], model=options["judge_model"], api_key_env=options["judge_key_env"]
+            judge = inputs.judge_choice(
+                options["judge"], model=options["judge_model"], api_key_env=options["judge_api_key_env"]
             )
-            spec = ExperimentSpec(
+            spec = ExperimentSpec.with_knobs(
+                {knob_name(path): options[knob_name(path)] for path in KNOBS},
                 methods=methods,
                 baseline=baseline,
                 model=model,
-                train_dataset_id=services.experiment_dataset(rows=train, label="train").pk,
-                eval_dataset_id=services.experiment_dataset(rows=held_out, label="eval").pk,
+                train_dataset_id=inputs.experiment_dataset(rows=train, label="train").pk,
+                eval_dataset_id=inputs.experiment_dataset(rows=held_out, label="eval").pk,
                 index_id=index.pk,
                 judge=judge,
-                **{
-                    name: options[name]
-                    for name in (
-                        "steps",
-                        "seed",
-                        "algorithm",
-                        "learning_rate",
-                        "num_generations",
-                        "batch_size",
-                        "max_completion_length",
-                        "trainable_layers",
-                        "temperature",
-                        "max_turns",
-                        "max_turn_tokens",
-                        "max_rollout_tokens",
-                        "max_obs_tokens",
-                        "topk",
-                        "sample_every",
-                        "eval_batch_size",
-                        "eval_engine",
-                        "resamples",
-                    )
-                },
+                algorithm=options["algorithm"],
+                eval_batch_size=options["eval_batch_size"],
+                eval_engine=options["eval_engine"],
+                resamples=options["resamples"],
             )
             services.training_config_check(spec)
             return services.experiment_create(user=user, spec=spec, name=options["name"], enqueue=False)
@@ -235,21 +190,21 @@ class Command(BaseCommand):
     def _questions(self, options: dict[str, Any], which: str) -> list[dict[str, Any]]:
         path, name = options[f"{which}_questions"], options[f"{which}_dataset"]
         if path:
-            rows = services.read_question_file(path)
+            rows = inputs.read_question_file(path)
         elif name:
             dataset = Dataset.objects.filter(name=name).first()
             if dataset is None:
                 raise ExperimentConfigError(f"{which}_dataset", f"no dataset named {name!r}")
-            rows = services.dataset_rows(dataset)
+            rows = inputs.dataset_rows(dataset)
         else:
             raise ExperimentConfigError(
                 f"{which}_questions", f"give --{which}-questions FILE or --{which}-dataset NAME"
             )
-        return services.select_rows(rows, split=options[f"{which}_split"], limit=options[f"{which}_limit"])
+        return inputs.select_rows(rows, split=options[f"{which}_split"], limit=options[f"{which}_limit"])
 
     def _index(self, options: dict[str, Any]) -> Index:
         if options["index"]:
-            return services.index_for_folder(options["index"])
+            return inputs.index_for_folder(options["index"])
         if options["index_id"] is not None:
             index = Index.objects.filter(pk=options["index_id"], status=Index.Status.READY).first()
             if index is None:

@@ -1,0 +1,160 @@
+"""An experiment's inputs: question files and datasets (a selection becomes a dataset of its own), an index folder,
+the start model and the judge, each checked with an error naming the option at fault."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from trainer.config import TINY_MODEL
+from webapp.corpora.models import Corpus, Index
+from webapp.corpora.services import index_register_ready
+from webapp.datasets.models import Dataset, Question
+from webapp.datasets.services import dataset_import
+from webapp.experiments.specs import ExperimentConfigError, JudgeChoice
+
+
+def experiments_dir() -> Path:
+    return Path(getattr(settings, "EXPERIMENTS_DIR", Path(settings.VAR_DIR) / "experiments"))
+
+
+def experiment_dir(experiment_id: int) -> Path:
+    return experiments_dir() / str(experiment_id)
+
+
+def read_question_file(path: str | Path) -> list[dict[str, Any]]:
+    """FlashRAG JSONL rows ({"id", "question", "golden_answers", "metadata"}); errors name the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExperimentConfigError("questions", f"{path} does not exist")
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if "question" not in row or "golden_answers" not in row:
+                    raise KeyError("question" if "question" not in row else "golden_answers")
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ExperimentConfigError(
+                    "questions", f"{path}:{number}: not a FlashRAG question row ({exc})"
+                ) from None
+            row.setdefault("id", str(number))
+            rows.append(row)
+    return rows
+
+
+def dataset_rows(dataset: Dataset) -> list[dict[str, Any]]:
+    """A stored dataset's questions as FlashRAG rows, in import order."""
+    rows = []
+    for q in Question.objects.filter(dataset=dataset).order_by("pk").iterator():
+        metadata = {**(q.metadata or {}), **({"data_source": q.data_source} if q.data_source else {})}
+        rows.append(
+            {
+                "id": q.external_id,
+                "question": q.text,
+                "golden_answers": q.golden_answers,
+                "metadata": metadata,
+            }
+        )
+    return rows
+
+
+def select_rows(
+    rows: Iterable[Mapping[str, Any]], *, split: str = "", limit: int = 0
+) -> list[dict[str, Any]]:
+    """The rows whose ``metadata.split`` starts with ``split`` (all when empty), the first ``limit`` (0: all)."""
+    chosen = [
+        dict(row)
+        for row in rows
+        if not split or str((row.get("metadata") or {}).get("split", "")).startswith(split)
+    ]
+    return chosen[:limit] if limit else chosen
+
+
+def experiment_dataset(*, rows: Sequence[Mapping[str, Any]], label: str) -> Dataset:
+    """A dataset of exactly these rows, named by their content: the same selection is the same dataset (reused)."""
+    if not rows:
+        raise ExperimentConfigError(label, "no question left after the split and limit")
+    digest = hashlib.sha256(
+        json.dumps([[r.get("id"), r["question"]] for r in rows], ensure_ascii=False).encode()
+    ).hexdigest()[:10]
+    name = f"experiment-{label}-{len(rows)}-{digest}"
+    found = Dataset.objects.filter(name=name).first()
+    if found is not None:
+        return found
+    folder = experiments_dir() / "datasets"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return dataset_import(name=name, path=path)
+
+
+def index_for_folder(path: str | Path) -> Index:
+    """The ready Index row of an index folder built by ``retrieval.index.build_index``, registered when new (under a
+    corpus row named after the corpus file; its passages are read from that file, not imported)."""
+    from retrieval.index import IndexMetadata, RetrievalIndexError
+
+    folder = Path(path).resolve()
+    found = Index.objects.filter(path=str(folder)).order_by("-pk").first()
+    if found is not None:
+        if found.status != Index.Status.READY:
+            raise ExperimentConfigError("index", f"index {found} is {found.status}, not ready")
+        return found
+    try:
+        metadata = IndexMetadata.read(folder)
+    except (RetrievalIndexError, OSError, ValueError, TypeError) as exc:
+        raise ExperimentConfigError("index", str(exc)) from None
+    corpus = Corpus.objects.filter(source_path=metadata.corpus_path).order_by("pk").first()
+    if corpus is None:
+        base = f"{Path(metadata.corpus_path).parent.name or 'corpus'}-{Path(metadata.corpus_path).stem}"
+        name, n = base, 1
+        while Corpus.objects.filter(name=name).exists():
+            n += 1
+            name = f"{base}-{n}"
+        corpus = Corpus.objects.create(name=name, source_path=metadata.corpus_path, passage_count=0)
+    return index_register_ready(corpus=corpus, folder=folder)
+
+
+def default_model() -> Path:
+    """The warm-started SmolLM2 (trainer.warm_start.WARM_MODEL_NAME under VAR_DIR/models)."""
+    from webapp.training.config import WARM_MODEL_DIR
+
+    return Path(settings.VAR_DIR) / WARM_MODEL_DIR
+
+
+def resolve_model(value: str | None) -> str:
+    """A start model folder (absolute), or the tiny random model; the default is the warm start, never silently
+    something else."""
+    if value == TINY_MODEL:
+        return value
+    if not value:
+        folder = default_model()
+        if not (folder / "config.json").is_file():
+            raise ExperimentConfigError(
+                "model",
+                f"the warm-started SmolLM2 is not at {folder}: run `make demo` (or `python -m trainer.warm_start "
+                "CONFIG`) to make it, or pass a model folder",
+            )
+        return str(folder)
+    folder = Path(value) if Path(value).is_absolute() else Path(settings.BASE_DIR) / value
+    if not (folder / "config.json").is_file():
+        raise ExperimentConfigError("model", f"{value} is not a transformers model folder (no config.json)")
+    return str(folder.resolve())
+
+
+def judge_choice(value: str, *, model: str = "", api_key_env: str = "") -> JudgeChoice:
+    """``evidence``, ``none``, ``policy`` or an OpenAI-compatible base URL."""
+    if value in ("evidence", "none", "policy"):
+        return JudgeChoice(kind=value)
+    if value.startswith(("http://", "https://")):
+        return JudgeChoice(kind="openai", base_url=value, model=model, api_key_env=api_key_env)
+    raise ExperimentConfigError("judge", "evidence, none, policy, or an http(s):// base URL")
