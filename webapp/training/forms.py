@@ -190,6 +190,15 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
         dataset = Dataset.objects.filter(name=DEMO_TRAIN_DATASET).first()
         if dataset is not None:
             self.fields["dataset"].initial = dataset.pk
+        from webapp.training import executors
+
+        if executors.ray_configured():  # a cluster is configured: the run may go there as a Ray job
+            self.fields["executor"] = forms.ChoiceField(
+                choices=executors.executor_choices(),
+                initial=executors.LOCAL,
+                help_text="local: a subprocess of the train worker; ray: a job on the Ray cluster (docs/scale.md).",
+            )
+            self.fieldsets = (*self.fieldsets, ("Where it runs", ("executor",)))
 
     def clean_model_path(self) -> str:
         value: str = self.cleaned_data["model_path"].strip()

@@ -44,6 +44,7 @@ def training_run_create(
     dataset: Dataset | None = None,
     index: Index | None = None,
     enqueue: bool = True,
+    executor: str = "local",
 ) -> Run:
     """A pending train run whose ``config`` is the trainer's full config, and (``enqueue``) its supervisor task on
     commit; without it the caller supervises the run itself (an experiment does, stage by stage).
@@ -71,7 +72,8 @@ def training_run_create(
     run.index = index if searches else None
     run.judge_settings = {"judge": config.rollout.options.get("judge")} if run.index else {}
     run.save(update_fields=["config", "index", "judge_settings"])
-    TrainingProcess.objects.create(run=run, run_dir=str(folder))
+    # executor: "local" (a subprocess of the train worker) or "ray" (a Ray job; webapp.training.executors).
+    TrainingProcess.objects.create(run=run, run_dir=str(folder), executor=executor)
     if enqueue:
         _enqueue(run.pk)
     return run

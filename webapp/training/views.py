@@ -19,6 +19,7 @@ def training_run_new(request: HttpRequest) -> HttpResponse:
             config=form.run_config(output_dir="(the run's folder)"),
             dataset=cleaned.get("dataset"),
             index=cleaned.get("index"),
+            executor=cleaned.get("executor") or "local",
         )
         return redirect("runs:detail", run_id=run.pk)
     return render(request, "training/new_run.html", {"form": form}, status=400 if form.errors else 200)
