@@ -50,6 +50,24 @@ class Plan:
     question: Question
     hops: tuple[tuple[str, str], ...]  # (supporting title, query); empty: a no-search demonstration
     answer: str
+    redundant: str = (
+        ""  # the kind of its redundant last search (REDUNDANT_KINDS), or "" when every search is needed
+    )
+
+
+# A redundant search, the controlled test of a process reward's mechanism (docs/warm_start.md): ``repeat`` asks the
+# first hop's query again, word for word; ``known`` asks for the first hop's fact by its title alone, which the
+# first search's passages already gave.
+REDUNDANT_KINDS = ("repeat", "known")
+
+
+def with_redundant_search(plan: Plan, kind: str) -> Plan:
+    """``plan`` with one redundant search after its needed ones (``kind``: one of :data:`REDUNDANT_KINDS`); the
+    answer is unchanged, so an outcome reward cannot tell the two demonstrations apart and a process reward can."""
+    if not plan.hops or kind not in REDUNDANT_KINDS:
+        raise ValueError(f"a redundant search needs a searched plan and a kind in {REDUNDANT_KINDS}")
+    title, query = plan.hops[0]
+    return replace(plan, hops=(*plan.hops, (title, query if kind == "repeat" else title)), redundant=kind)
 
 
 @dataclass(slots=True)
@@ -60,6 +78,7 @@ class Demonstration:
     rollout: Rollout
     valid: bool
     error: str = ""
+    redundant: str = ""  # the plan's redundant search (REDUNDANT_KINDS), or ""
     prompt: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -216,14 +235,21 @@ def _observation(so_far: str) -> str:
 def _searchr1_turn(plan: Plan, k: int, so_far: str) -> str:
     if not plan.hops:
         return f"<think>This is common knowledge: {plan.answer}.</think>\n<answer> {plan.answer} </answer>"
+    # Each turn says where the plan stands (recipe 3): the first search, the next one after what the last search
+    # found, and the answer once every hop is known. With one undifferentiated "I need to find information about
+    # X" per turn, the recipe-2 model could not tell its last search from the others: it searched again in its
+    # final turn (11 of 19 invalid Search-R1 rollouts) or nested a <search> inside <think>.
     known = ""
     if k > 0:
         title = plan.hops[k - 1][0]
         known = conclusion_from(_observation(so_far), title, plan.question.text) + " "
+    if k == 0:
+        title, query = plan.hops[0]
+        return f"<think>I need to find information about {title}.</think>\n<search> {query} </search>"
     if k < len(plan.hops):
         title, query = plan.hops[k]
-        return f"<think>{known}I need to find information about {title}.</think>\n<search> {query} </search>"
-    return f"<think>{known}So the answer is {plan.answer}.</think>\n<answer> {plan.answer} </answer>"
+        return f"<think>{known}Next I need {title}.</think>\n<search> {query} </search>"
+    return f"<think>{known}I have found enough. So the answer is {plan.answer}.</think>\n<answer> {plan.answer} </answer>"
 
 
 def _hiprag_turn(plan: Plan, k: int, so_far: str) -> str:
@@ -401,7 +427,17 @@ def build_demonstrations(
         longest = max((len(g.token_ids or ()) for g in rollout.segments if g.source == "model"), default=0)
         if not error and max_turn_tokens and longest > max_turn_tokens:
             error = f"a model turn of {longest} tokens exceeds the turn budget ({max_turn_tokens})"
-        out.append(Demonstration(method, plan.question.id, rollout.n_searches, rollout, not error, error))
+        out.append(
+            Demonstration(
+                method,
+                plan.question.id,
+                rollout.n_searches,
+                rollout,
+                not error,
+                error,
+                redundant=plan.redundant,
+            )
+        )
     return out
 
 

@@ -29,7 +29,8 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,14 @@ class WarmStartData:
         metadata=_help(
             "Share of no-search demonstrations (single-hop common knowledge: the file's own rows so marked, "
             "plus demo/common_knowledge.jsonl)."
+        ),
+    )
+    redundant_search_share: float = field(
+        default=0.0,
+        metadata=_help(
+            "Share of search demonstrations given one redundant search after the needed ones (repeating the first "
+            "query, or asking for what the first passage already gave): the controlled test of a process reward. "
+            "Needs max_turns ≥ hops + 2 and a run budget with room for the extra search (max_rollout_tokens)."
         ),
     )
 
@@ -125,6 +134,14 @@ class WarmStartConfig:
         ),
     )
     topk: int = field(default=3, metadata=_help("Passages per search, as in training."))
+    max_rollout_tokens: int = field(
+        default=512,
+        metadata=_help(
+            "Tokens per rollout of the runs this warm start prepares (the demo's: 512). Checked, with a redundant "
+            "search, to leave room for one search more (agent.rollout.room_for_another_search): 764 at the demo's "
+            "64 tokens per turn and 100 retrieved tokens; give the runs the same budget."
+        ),
+    )
     model: WarmStartModel = field(default_factory=WarmStartModel)
     data: WarmStartData = field(default_factory=WarmStartData)
     training: WarmStartTraining = field(default_factory=WarmStartTraining)
@@ -151,6 +168,25 @@ class WarmStartConfig:
             raise ConfigError(
                 "methods", f"must be a non-empty list of {', '.join(METHODS)}; got {self.methods!r}"
             )
+        if not 0.0 <= self.data.redundant_search_share <= 1.0:
+            raise ConfigError(
+                "data.redundant_search_share", f"must lie in [0, 1], got {self.data.redundant_search_share!r}"
+            )
+        if self.data.redundant_search_share:
+            if self.max_turns < 4:
+                raise ConfigError(
+                    "max_turns",
+                    f"must be ≥ 4 with redundant searches (two needed searches, the redundant one, the answer); got "
+                    f"{self.max_turns}",
+                )
+            need = rollout_tokens_for(3, self.max_turn_tokens, self.max_obs_tokens)
+            if self.max_rollout_tokens < need:
+                raise ConfigError(
+                    "max_rollout_tokens",
+                    f"must be ≥ {need} with redundant searches: at {self.max_rollout_tokens} tokens a rollout, "
+                    "agent.rollout.room_for_another_search sends a rollout to its answer before a third search "
+                    "(give the runs this budget too)",
+                )
         if not 0.0 <= self.data.no_search_share < 1.0:
             raise ConfigError(
                 "data.no_search_share", f"must lie in [0, 1), got {self.data.no_search_share!r}"
@@ -174,6 +210,17 @@ class WarmStartConfig:
             if not number > 0:
                 raise ConfigError(name, f"must be > 0, got {number!r}")
         return self
+
+
+def rollout_tokens_for(searches: int, max_turn_tokens: int, max_obs_tokens: int) -> int:
+    """The tokens per rollout with which ``agent.rollout.room_for_another_search`` lets every method make
+    ``searches`` searches even when each model turn fills its budget: before each search after the first, what is
+    left must hold a full turn, the passages and their wrapper, the turn after it and an answer; each search before
+    spends a turn, its passages and a conclusion turn (HiPRAG's step)."""
+    from agent.rollout import ANSWER_TOKENS, SEARCH_WRAPPER_TOKENS
+
+    step = 2 * max_turn_tokens + max_obs_tokens + SEARCH_WRAPPER_TOKENS
+    return searches * step + ANSWER_TOKENS
 
 
 def check_inputs(config: WarmStartConfig) -> None:
@@ -256,8 +303,24 @@ def choose_plans(
             if direct
             else []
         )
-        plans[method] = [*mine, *extra]
+        plans[method] = [*_with_redundant(config, mine, rng), *extra]
     return plans
+
+
+def _with_redundant(config: WarmStartConfig, plans: list[Any], rng: random.Random) -> list[Any]:
+    """``data.redundant_search_share`` of ``plans`` (a seeded choice among those whose turn budget has room for one
+    search more) given a redundant last search, the two kinds taking turns."""
+    from trainer.demonstrations import REDUNDANT_KINDS, with_redundant_search
+
+    share = config.data.redundant_search_share
+    room = [i for i, p in enumerate(plans) if len(p.hops) + 1 < config.max_turns]
+    if not share or not room:
+        return list(plans)
+    chosen = sorted(rng.sample(room, min(len(room), round(share * len(plans)))))
+    out = list(plans)
+    for n, i in enumerate(chosen):
+        out[i] = with_redundant_search(plans[i], REDUNDANT_KINDS[n % len(REDUNDANT_KINDS)])
+    return out
 
 
 # --- training --------------------------------------------------------------------------------------------------
@@ -356,6 +419,7 @@ def demonstration_examples(
                             "method": method,
                             "question_id": demo.question_id,
                             "searches": demo.searches,
+                            "redundant": demo.redundant,
                             "valid": demo.valid,
                             "used": usable,
                             "error": demo.error,
@@ -441,66 +505,150 @@ def step_batches(n_examples: int, per_step: int, epochs: float, seed: int) -> li
     return steps[:total]
 
 
+def shared_prefixes(examples: Sequence[dict[str, list[int]]], *, key_tokens: int = 32) -> list[int]:
+    """Per demonstration, how many of its first tokens it shares with every other demonstration of its group (those
+    that start with the same ``key_tokens`` tokens: one method's prompt), never reaching the token before its
+    first trained one; 0 for a demonstration alone in its group. HiPRAG's ~420-token instructions are such a
+    prefix, Search-R1's ~130."""
+    first = [next((j for j, y in enumerate(e["labels"]) if y != -100), len(e["labels"])) for e in examples]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, example in enumerate(examples):
+        groups.setdefault(tuple(example["input_ids"][:key_tokens]), []).append(i)
+    out = [0] * len(examples)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        rows = [examples[i]["input_ids"] for i in members]
+        limit = min(first[i] - 1 for i in members)
+        n = 0
+        while n < limit and all(row[n] == rows[0][n] for row in rows):
+            n += 1
+        for i in members:
+            out[i] = n
+    return out
+
+
+@contextmanager
+def _only(inner: Any, layers: Sequence[Any], *, norm: bool) -> Iterator[None]:
+    """``inner`` (a decoder stack) runs ``layers`` only, re-indexed from 0 for its key/value cache, with or without
+    its final norm."""
+    import torch
+
+    saved_layers, saved_norm = inner.layers, inner.norm
+    indexes = [layer.self_attn.layer_idx for layer in layers]
+    inner.layers = torch.nn.ModuleList(layers)
+    if not norm:
+        inner.norm = torch.nn.Identity()
+    for j, layer in enumerate(layers):
+        layer.self_attn.layer_idx = j
+    try:
+        yield
+    finally:
+        for layer, index in zip(layers, indexes, strict=True):
+            layer.self_attn.layer_idx = index
+        inner.layers, inner.norm = saved_layers, saved_norm
+
+
 def _train_cached(
     config: WarmStartConfig, model: Any, examples: list[dict[str, list[int]]], progress: Any
 ) -> float:
     """Supervised training of the top ``trainable_layers`` on the frozen bottom layers' output, computed once.
 
-    The frozen layers give the same activations every epoch (no dropout in SmolLM2, weights unchanged), so they
-    run once per demonstration, without autograd, and the epochs start from their stored output. The LM head and
-    its softmax run only at the positions whose next token is the model's own (the loss's), not at the prompt's
-    and the passages' (~80% of a demonstration). One demonstration per forward pass: no padding. The loss is the
-    mean over the step's model tokens, the optimizer AdamW with a cosine schedule and 2 warm-up steps, gradients
-    clipped at norm 1: what TRL's SFTTrainer does with the same settings (``cache_frozen_layers = false``)."""
+    - The frozen layers give the same activations every epoch (no dropout in SmolLM2, weights unchanged), so they
+      run once per demonstration, without autograd, and the epochs start from their stored output.
+    - The prompt prefix a method's demonstrations share (:func:`shared_prefixes`) runs once: through the frozen
+      layers once in all, through the trained ones once per optimizer step (its keys and values, with their
+      gradient, serve every demonstration of the step that shares it).
+    - The LM head and its softmax run only at the positions whose next token is the model's own (the loss's), not
+      at the prompt's and the passages' (~80% of a demonstration).
+    - One demonstration per forward pass: no padding.
+
+    The loss is the mean over the step's model tokens, the optimizer AdamW with a cosine schedule and 2 warm-up
+    steps, gradients clipped at norm 1: the updates of TRL's SFTTrainer with the same settings
+    (``cache_frozen_layers = false``), for a fraction of the compute (a test checks the weights against a plain
+    loop over the whole model)."""
     import math
 
     import torch
     from torch.nn import functional
+    from transformers import get_cosine_schedule_with_warmup
+    from transformers.cache_utils import DynamicCache
 
     from trainer.callbacks import METRICS_FILE
     from trainer.models import freeze_lower_layers
 
     t = config.training
     inner = model.model
-    layers, norm = inner.layers, inner.norm
+    layers = list(inner.layers)
     split = len(layers) - t.trainable_layers
+    bottom, top = layers[:split], layers[split:]
     freeze_lower_layers(model, t.trainable_layers)
     started = time.perf_counter()
-    cached: list[Any] = []
+    prefix = shared_prefixes(examples)
+    keys = [tuple(e["input_ids"][:n]) for e, n in zip(examples, prefix, strict=True)]
+    prefix_hidden: dict[tuple[int, ...], Any] = {}
+    suffix_hidden: list[Any] = []
     model.eval()
-    inner.layers, inner.norm = torch.nn.ModuleList(list(layers)[:split]), torch.nn.Identity()
-    try:
-        with torch.no_grad():
-            for i, example in enumerate(examples):
-                progress.update(
-                    "train", i, len(examples), "the frozen layers, once per demonstration", force=i == 0
-                )
-                ids = torch.tensor([example["input_ids"]])
-                cached.append(inner(input_ids=ids, use_cache=False).last_hidden_state[0].clone())
-    finally:
-        inner.layers, inner.norm = layers, norm
+    with torch.no_grad(), _only(inner, bottom, norm=False):
+        bottom_kv: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}
+        for key in dict.fromkeys(k for k in keys if k):
+            out = inner(input_ids=torch.tensor([key]), use_cache=True)
+            prefix_hidden[key] = out.last_hidden_state
+            bottom_kv[key] = [
+                (layer.keys, layer.values) for layer in out.past_key_values.layers[: len(bottom)]
+            ]
+        for i, example in enumerate(examples):
+            progress.update(
+                "train", i, len(examples), "the frozen layers, once per demonstration", force=i == 0
+            )
+            n = prefix[i]
+            ids = torch.tensor([example["input_ids"][n:]])
+            past = DynamicCache(ddp_cache_data=bottom_kv[keys[i]]) if n else None
+            positions = torch.arange(n, n + ids.shape[1])[None]
+            out = inner(
+                input_ids=ids, past_key_values=past, position_ids=positions, use_cache=past is not None
+            )
+            suffix_hidden.append(out.last_hidden_state.clone())
+    del bottom_kv
     targets = [torch.tensor(e["labels"][1:]) for e in examples]
     keep = [(y != -100).nonzero().squeeze(1) for y in targets]
     steps = step_batches(len(examples), t.batch_size * t.gradient_accumulation_steps, t.epochs, t.seed)
     per_epoch = max(1, -(-len(examples) // (t.batch_size * t.gradient_accumulation_steps)))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=t.learning_rate, weight_decay=0.0)
-    from transformers import get_cosine_schedule_with_warmup
-
     schedule = get_cosine_schedule_with_warmup(optimizer, min(2, len(steps)), len(steps))
     metrics = Path(config.output_dir) / METRICS_FILE
     model.train()
-    inner.layers = torch.nn.ModuleList(list(layers)[split:])
-    try:
+    with _only(inner, top, norm=True):
         for number, batch in enumerate(steps, start=1):
             progress.begin_step(number, len(steps), "train", "supervised warm start")
             tokens = sum(len(keep[i]) for i in batch) or 1
             total = 0.0
+            groups: dict[tuple[int, ...], list[int]] = {}
             for i in batch:
-                out = model(inputs_embeds=cached[i][None], logits_to_keep=keep[i], use_cache=False)
-                loss = functional.cross_entropy(out.logits[0].float(), targets[i][keep[i]], reduction="sum")
-                (loss / tokens).backward()  # type: ignore[no-untyped-call]
-                total += float(loss.detach())
+                groups.setdefault(keys[i], []).append(i)
+            for key, members in groups.items():
+                top_kv = None
+                if key:  # the shared prefix through the trained layers once, for every member
+                    out = inner(inputs_embeds=prefix_hidden[key], use_cache=True)
+                    top_kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers[: len(top)]]
+                group_loss = None
+                for i in members:
+                    n = prefix[i]
+                    past = DynamicCache(ddp_cache_data=top_kv) if top_kv is not None else None
+                    positions = torch.arange(n, n + suffix_hidden[i].shape[1])[None]
+                    logits = model(
+                        inputs_embeds=suffix_hidden[i],
+                        past_key_values=past,
+                        position_ids=positions,
+                        use_cache=past is not None,
+                        logits_to_keep=keep[i] - n,
+                    ).logits[0]
+                    loss = functional.cross_entropy(logits.float(), targets[i][keep[i]], reduction="sum")
+                    total += float(loss.detach())
+                    group_loss = loss if group_loss is None else group_loss + loss
+                assert group_loss is not None
+                (group_loss / tokens).backward()  # type: ignore[no-untyped-call]
             learning_rate = schedule.get_last_lr()[0]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
             optimizer.step()
@@ -520,8 +668,6 @@ def _train_cached(
                     if math.isfinite(value)
                 )
             progress.end_step(next_phase="train")
-    finally:
-        inner.layers = layers
     model.eval()
     return time.perf_counter() - started
 

@@ -254,23 +254,31 @@ def test_a_cached_demo_warm_model_of_an_older_recipe_is_rebuilt(tmp_path: Path, 
 
 
 def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(tmp_path: Path) -> None:
-    """Frozen layers computed once, the LM head only where the loss is: the same weights after three steps as a
-    plain loop over the whole model (full logits, every label), with the same optimizer, schedule and order."""
+    """Frozen layers computed once, shared prompt prefixes once, the LM head only where the loss is: the same
+    weights after six steps as a plain loop over the whole model (full logits, every label), with the same
+    optimizer, schedule and order."""
     import torch
     from torch.nn import functional
     from transformers import get_cosine_schedule_with_warmup
 
     from trainer.models import freeze_lower_layers, tiny_model, tiny_tokenizer
     from trainer.progress import ProgressReporter
-    from trainer.warm_start import _train_cached, step_batches
+    from trainer.warm_start import _train_cached, shared_prefixes, step_batches
 
     tokenizer = tiny_tokenizer()
     generator = torch.Generator().manual_seed(0)
+
+    def tokens(n: int) -> list[int]:
+        return torch.randint(0, len(tokenizer) - 2, (n,), generator=generator).tolist()
+
+    # Two methods' prompts (36 and 40 shared tokens), and one demonstration that shares nothing.
+    prompts = [tokens(36), tokens(40)]
     examples = []
-    for length in (40, 57, 33, 48, 61):
-        ids = torch.randint(0, len(tokenizer) - 2, (length,), generator=generator).tolist()
-        labels = [-100 if (i < length // 2 or i % 7 == 0) else t for i, t in enumerate(ids)]
+    for group, length in ((0, 70), (1, 81), (0, 66), (1, 90), (0, 75), (None, 60)):
+        ids = (prompts[group] if group is not None else []) + tokens(length)
+        labels = [-100 if (i < 48 or i % 7 == 0) else t for i, t in enumerate(ids)]
         examples.append({"input_ids": ids, "labels": labels})
+    assert shared_prefixes(examples) == [36, 40, 36, 40, 36, 0]
     config = warm_start_config(
         {
             "output_dir": str(tmp_path),
@@ -305,7 +313,7 @@ def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(t
         schedule.step()
         optimizer.zero_grad()
 
-    assert len(steps) == 6  # 3 steps an epoch (2, 2, 1 demonstrations), 2 epochs
+    assert len(steps) == 6  # 3 steps an epoch (2, 2, 2 demonstrations), 2 epochs
     for (name, a), b in zip(cached.named_parameters(), plain.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-5), name
     assert any(
@@ -317,3 +325,55 @@ def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(t
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert {r["key"] for r in rows} == {"loss", "learning_rate", "grad_norm", "epoch"}
     assert max(r["step"] for r in rows) == 6
+
+
+def test_a_redundant_search_goes_into_the_chosen_share_and_the_budgets_must_have_room_for_it(
+    tokenizer: Any,
+) -> None:
+    from types import SimpleNamespace
+
+    from agent.rollout import RolloutConfig, room_for_another_search
+    from trainer.warm_start import choose_plans, rollout_tokens_for
+
+    values: dict[str, Any] = {
+        "output_dir": "-",
+        "index": "-",
+        "model": {"path": "tiny-random"},
+        "data": {"path": "-", "redundant_search_share": 1.0, "no_search_share": 0.0},
+        "methods": ["hiprag", "search_r1"],
+    }
+    with pytest.raises(ConfigError) as turns:
+        warm_start_config(values)  # 3 turns: two needed searches and the answer, no room for a third
+    assert turns.value.field == "max_turns"
+    with pytest.raises(ConfigError) as tokens:
+        warm_start_config({**values, "max_turns": 4})  # 512 tokens a rollout
+    assert tokens.value.field == "max_rollout_tokens" and "764" in str(tokens.value)
+    # 764 = what room_for_another_search needs before a third search when every turn fills its 64 tokens
+    budget = RolloutConfig(max_new_tokens=64, max_obs_tokens=100, max_rollout_tokens=764)
+    step = 2 * 64 + 100 + 16
+    assert rollout_tokens_for(3, 64, 100) == 764
+    assert room_for_another_search(SimpleNamespace(tokens_left=764 - 2 * step), budget)  # type: ignore[arg-type]
+    assert not room_for_another_search(SimpleNamespace(tokens_left=512 - 2 * step), budget)  # type: ignore[arg-type]
+
+    config = warm_start_config({**values, "max_turns": 4, "max_rollout_tokens": 768})
+    plans = choose_plans(config, ROWS, [])
+    for method in config.methods:
+        assert sorted(p.redundant for p in plans[method]) == ["known", "repeat"]
+        demos = build_demonstrations(
+            method, plans[method], KeywordSearcher(PASSAGES), tokenizer, max_turns=config.max_turns
+        )
+        assert all(d.valid for d in demos), [(d.error, d.rollout.text) for d in demos]
+        for plan, demo in zip(plans[method], demos, strict=True):
+            assert demo.searches == len(plan.hops) and demo.redundant == plan.redundant
+            first, last = demo.rollout.queries[0], demo.rollout.queries[-1]
+            assert last == first if plan.redundant == "repeat" else last == plan.hops[0][0]
+
+    half = warm_start_config(
+        {
+            **values,
+            "max_turns": 4,
+            "max_rollout_tokens": 768,
+            "data": {**values["data"], "redundant_search_share": 0.5},
+        }
+    )
+    assert sorted(p.redundant for p in choose_plans(half, ROWS, [])["hiprag"]) == ["", "repeat"]

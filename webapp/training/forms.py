@@ -281,6 +281,9 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
 WARM_START_PATHS = (
     "data.questions_per_method",
     "data.no_search_share",
+    "data.redundant_search_share",
+    "max_turns",
+    "max_rollout_tokens",
     "max_obs_tokens",
     "max_turn_tokens",
     "training.epochs",
@@ -295,6 +298,27 @@ _WarmStartFields = config_form_class(
             "min_value": 0,
             "max_value": 0.9,
             "help_text": "Share of no-search (common knowledge) demonstrations.",
+        },
+        "data.redundant_search_share": {
+            "required": False,
+            "min_value": 0,
+            "max_value": 1,
+            "label": "redundant-search share",
+            "help_text": "Share of search demonstrations given one redundant search (repeating the first query, or "
+            "asking for what its passage gave): the controlled test of a process reward (docs/warm_start.md). "
+            "Needs a turn budget of 4 and tokens per rollout with room for it (764 at 64 and 100).",
+        },
+        "max_turns": {
+            "required": False,
+            "min_value": 1,
+            "label": "turn budget",
+            "help_text": "As in training.",
+        },
+        "max_rollout_tokens": {
+            "required": False,
+            "min_value": 1,
+            "label": "tokens per rollout",
+            "help_text": "The runs' budget, checked to hold the demonstrations' searches; give the runs the same.",
         },
         "training.epochs": {"min_value": 0.1},
         "max_obs_tokens": {
