@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from webapp.runs.models import Run
 
@@ -41,4 +42,15 @@ def warm_model_preparing() -> WarmModelPreparing | None:
         where += f", {view.eta}" if view.eta else ""
     return WarmModelPreparing(
         run_id=run.pk, status=run.status, where=where, path=str(run.config.get("output_dir", ""))
+    )
+
+
+def warm_model_refusal(path: str | Path) -> str | None:
+    """Why a run of ``path`` cannot start yet when it is the warm model the demo is preparing, else ``None``."""
+    preparing = warm_model_preparing()
+    if preparing is None or Path(preparing.path).resolve() != Path(path).resolve():
+        return None
+    return (
+        f"the warm-started model is still being prepared by warm start #{preparing.run_id} ({preparing.where}): "
+        "start this run when it has finished (its folder holds no model before)."
     )

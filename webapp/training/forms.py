@@ -206,6 +206,10 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
             return value
         path = Path(value) if Path(value).is_absolute() else Path(settings.BASE_DIR) / value
         if not (path / "config.json").is_file():
+            from webapp.demo.selectors import warm_model_refusal
+
+            if refusal := warm_model_refusal(path):
+                raise forms.ValidationError(refusal)
             raise forms.ValidationError(
                 f"{value} is not a transformers model folder (no config.json); run `python -m agent.setup_model` "
                 f"for SmolLM2, or use {TINY_MODEL!r}."

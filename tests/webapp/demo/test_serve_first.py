@@ -79,6 +79,11 @@ def test_the_warm_start_is_queued_as_a_run_and_the_forms_say_it_is_being_prepare
         assert 'id="warm-model-notice"' in page, url
         assert f'href="/runs/{run.pk}/"' in page and "step 3 of 12" in page and "min left" in page, url
 
+    # A run of the warm model before it is ready: refused, with the reason.
+    refused = client.post("/training/new/", {"name": "too early", "model_path": str(half)})
+    assert refused.status_code == 400
+    assert f"still being prepared by warm start #{run.pk}" in refused.content.decode()
+
     Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
     assert warm_model_preparing() is None
     assert 'id="warm-model-notice"' not in client.get("/training/new/").content.decode()
