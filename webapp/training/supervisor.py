@@ -96,7 +96,7 @@ class Supervisor:
         run_id: int,
         *,
         command: Sequence[str] | None = None,
-        poll_seconds: float = 1.0,
+        poll_seconds: float | None = None,
         grace_seconds: float | None = None,
     ) -> None:
         self.run = Run.objects.select_related("training_process").get(pk=run_id)
@@ -106,7 +106,10 @@ class Supervisor:
         self.command = (
             list(command) if command else trainer_command(self.run_dir / CONFIG_FILE, kind=self.run.kind)
         )
-        self.poll_seconds = poll_seconds
+        # The supervisor's heartbeat: a file read for a local trainer; two calls to Ray's Jobs API for a Ray job.
+        ray_job = self.process_row.executor == "ray"
+        default_poll = float(getattr(settings, "RAY_POLL_SECONDS", 2.0)) if ray_job else 1.0
+        self.poll_seconds = default_poll if poll_seconds is None else poll_seconds
         self.grace_seconds = settings.TRAINING_STOP_GRACE_SECONDS if grace_seconds is None else grace_seconds
         self.tailer = OutputTailer(
             self.output_dir,
