@@ -156,9 +156,10 @@ async def hiprag_over_search(
     judge_model = judge.model if judge is not None else reask.JUDGE_MODEL
 
     async def judge_step(t_index: int, step_index: int, regenerated: str) -> tuple[int, JudgeResult]:
-        conclusion = trajectories[t_index].steps[step_index].conclusion or ""
+        step = trajectories[t_index].steps[step_index]
+        conclusion = step.conclusion or ""
         if judge is None:
-            verdict = reask.lexical_equivalence(conclusion, regenerated)
+            verdict = reask.lexical_equivalence(conclusion, regenerated, step.query or "")
             return t_index, JudgeResult(
                 OVER_SEARCH, verdict, step_index=step_index, regenerated=regenerated, model=judge_model
             )
