@@ -29,9 +29,10 @@ pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
 POLL = 1.0  # the supervisor's heartbeat in these tests (RAY_POLL_SECONDS in production)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """A head node with the dashboard (the Jobs API) and 2 CPUs; its start time is printed."""
+    """A head node with the dashboard (the Jobs API) and 2 CPUs for this module's tests, stopped after them (not
+    at the session's end: an idle cluster would take memory and CPU from the rest of the suite)."""
     import ray
 
     started = time.monotonic()
