@@ -111,6 +111,20 @@ def demo_prepare_index(*, say: Callable[[str], None] = print) -> None:
         index_build(index_id=index.pk)
 
 
+def demo_mark_orphans_crashed() -> list[int]:
+    """Before the demo's workers start: runs still marked running whose supervisor is gone (a demo killed with
+    SIGKILL, a machine that rebooted) are marked crashed now, not a heartbeat timeout later, so a warm start left
+    half-way is started afresh instead of being waited for."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from webapp.training.services import training_mark_crashed
+
+    later = timezone.now() + dt.timedelta(seconds=settings.TRAINING_HEARTBEAT_TIMEOUT_SECONDS + 1)
+    return training_mark_crashed(now=later)
+
+
 def demo_warm_start(*, say: Callable[[str], None] = print) -> Run | None:
     """The demo's warm-started SmolLM2 (idempotent). Made already (recipe ``DEMO_RECIPE``): recorded once as a
     finished warm-start run with its loss curve, ``None`` returned. Not made yet: a warm-start run of the demo's

@@ -87,3 +87,48 @@ def test_the_warm_start_is_queued_as_a_run_and_the_forms_say_it_is_being_prepare
     Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
     assert warm_model_preparing() is None
     assert 'id="warm-model-notice"' not in client.get("/training/new/").content.decode()
+
+
+def test_a_warm_start_left_running_by_a_killed_demo_is_marked_crashed_and_started_afresh(
+    settings, tmp_path, django_capture_on_commit_callbacks, monkeypatch
+):
+    import socket
+    import subprocess
+
+    from django.utils import timezone
+
+    from webapp.demo.services import demo_mark_orphans_crashed
+
+    settings.VAR_DIR = tmp_path
+    base = tmp_path / "models" / "SmolLM2-135M-Instruct"
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    monkeypatch.setattr(warm_start, "demo_warm_start_values", lambda var, shared, base=None: _values(var))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    orphan = Run.objects.create(
+        name="SmolLM2 warm start (demo)",
+        kind=Run.Kind.WARM_START,
+        algorithm=Run.Algorithm.SFT,
+        status=Run.Status.RUNNING,
+        heartbeat_at=timezone.now(),
+        config={"demo_recipe": warm_start.DEMO_RECIPE, "output_dir": str(tmp_path / "w")},
+    )
+    TrainingProcess.objects.create(
+        run=orphan,
+        run_dir=str(tmp_path),
+        hostname=socket.gethostname(),
+        supervisor_pid=dead.pid,
+        pid=dead.pid,
+    )
+
+    assert demo_mark_orphans_crashed() == [orphan.pk]
+    with (
+        mock.patch.object(training_supervise_task, "delay"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        fresh = demo_warm_start(say=lambda _: None)
+
+    orphan.refresh_from_db()
+    assert orphan.status == Run.Status.CRASHED
+    assert fresh is not None and fresh.pk != orphan.pk and fresh.status == Run.Status.PENDING

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from webapp.demo.services import (
     DEMO_USERS,
+    demo_mark_orphans_crashed,
     demo_prepare_index,
     demo_seed,
     demo_stop_everything,
@@ -66,6 +67,7 @@ class Command(BaseCommand):
             addrport
         )  # runserver os._exit()s on a taken port: this command could not stop its workers
         demo_prepare_index(say=self.stdout.write)
+        demo_mark_orphans_crashed()
         warm = demo_warm_start(say=self.stdout.write)
         if warm is not None:
             self.stdout.write(f"  its page: http://{addrport}/runs/{warm.pk}/")
