@@ -116,7 +116,12 @@ def test_a_tiny_grpo_run_finishes_on_ray_through_a_web_restart(on_ray, live, for
     outage: dict[str, float] = {}
 
     def restart_the_web_process_mid_run() -> None:
-        _wait(lambda: MetricPoint.objects.filter(key="reward/mean").exists(), 240, "the first metric")
+        from django.db import connection
+
+        try:
+            _wait(lambda: MetricPoint.objects.filter(key="reward/mean").exists(), 240, "the first metric")
+        finally:
+            connection.close()  # this thread's own connection (PostgreSQL drops the test database after)
         live.stop()
         outage["down"] = time.monotonic()
         time.sleep(3.0)
