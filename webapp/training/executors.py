@@ -13,16 +13,23 @@ Nothing here imports ray at module level: a web app without a cluster never load
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
+import os
 import shlex
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from webapp.runs.models import Run
+
+logger = logging.getLogger(__name__)
 
 LOCAL = "local"
 RAY = "ray"
@@ -169,3 +176,62 @@ def outcome(status: str, *, stop_requested: bool, exit_code: int | None, message
     if exit_code is not None and 0 < exit_code < SIGNAL_EXIT:
         return Run.Status.FAILED, f"trainer exited with {exit_code}"
     return Run.Status.CRASHED, f"the Ray job died: {message or 'no exit status'}".strip()
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reconcile(*, now: dt.datetime | None = None) -> list[int]:
+    """The end of Ray runs nobody watches any more, read from Ray (Celery beat, before the crash check).
+
+    A train worker that dies leaves its Ray job running and reporting over HTTP; when the job ends, its run would
+    otherwise wait for the heartbeat timeout and be marked crashed even if it succeeded. A running ``ray`` run whose
+    supervisor is gone (its pid on this machine, or a heartbeat older than the timeout elsewhere) gets the job's
+    final state as a supervisor would have recorded it; a job still running is left alone.
+    """
+    if not ray_configured():
+        return []
+    from webapp.runs.services import run_mark_finished
+    from webapp.training.models import TrainingProcess
+
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(seconds=settings.TRAINING_HEARTBEAT_TIMEOUT_SECONDS)
+    here = socket.gethostname()
+    ended: list[int] = []
+    client: Any = None
+    rows = TrainingProcess.objects.filter(executor=RAY, run__status=Run.Status.RUNNING).exclude(job_id="")
+    for row in rows.select_related("run"):
+        watched = (
+            _alive(row.supervisor_pid)
+            if row.hostname == here
+            else (row.run.heartbeat_at is not None and row.run.heartbeat_at >= cutoff)
+        )
+        if watched:
+            continue
+        try:
+            client = client or job_client()
+            info = client.get_job_info(row.job_id)
+        except Exception:  # the cluster is unreachable: the heartbeat timeout decides later
+            logger.warning("run %s: cannot read Ray job %s", row.run_id, row.job_id, exc_info=True)
+            continue
+        status = str(getattr(info.status, "value", info.status))
+        if status not in TERMINAL:
+            continue
+        exit_code = getattr(info, "driver_exit_code", None)
+        stop_requested = row.stop_requested_at is not None
+        final, error = outcome(
+            status, stop_requested=stop_requested, exit_code=exit_code, message=str(info.message or "")
+        )
+        TrainingProcess.objects.filter(pk=row.pk).update(exit_code=exit_code)
+        run_mark_finished(run_id=row.run_id, status=final, error=error)
+        ended.append(row.run_id)
+    return ended

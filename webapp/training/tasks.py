@@ -13,4 +13,7 @@ def training_supervise_task(run_id: int) -> None:
 # Not on the train queue: a busy train worker would run it only after its training ends.
 @shared_task
 def check_crashed_runs_task() -> None:
+    from webapp.training.executors import reconcile
+
+    reconcile()  # Ray runs whose supervisor died: their end comes from Ray, not from the heartbeat timeout
     training_mark_crashed()

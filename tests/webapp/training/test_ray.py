@@ -198,3 +198,37 @@ def test_a_job_killed_from_outside_is_marked_crashed_within_two_heartbeats(on_ra
     assert run.status == Run.Status.CRASHED, run.error
     assert "Ray job died" in run.error
     assert noticed <= 2 * POLL + 1.0  # two heartbeats, and Ray's own poll of the entrypoint
+
+
+def test_a_run_whose_supervisor_died_gets_its_end_from_ray(on_ray, live, form_data):
+    """The train worker died after submitting: the job goes on reporting over HTTP, and the beat's check records
+    its end from Ray instead of waiting for the heartbeat timeout and calling a finished run crashed."""
+    import socket
+    import subprocess
+    import sys
+
+    from ray.job_submission import JobSubmissionClient
+
+    from webapp.runs.services import run_mark_started
+    from webapp.training import executors, ingest
+    from webapp.training.tasks import check_crashed_runs_task
+
+    run = _create(form_data, steps=2, supervise_now=False)
+    run_mark_started(run_id=run.pk)
+    job = executors.submit(run, url=live.url, token=ingest.ingest_token(run.pk), questions="")
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    TrainingProcess.objects.filter(run=run).update(
+        job_id=job, hostname=socket.gethostname(), supervisor_pid=int(gone.stdout)
+    )
+    client = JobSubmissionClient(on_ray)
+    _wait(lambda: client.get_job_status(job).value in ("SUCCEEDED", "FAILED"), 240, "the job to end")
+
+    check_crashed_runs_task()
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FINISHED, run.error
+    assert sorted(
+        set(MetricPoint.objects.filter(run=run, key="reward/mean").values_list("step", flat=True))
+    ) == [1, 2]
