@@ -48,6 +48,7 @@ def grpo_args(config: RunConfig) -> GRPOConfig:
         output_dir=config.output_dir,
         max_steps=t.max_steps,
         learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type,
         per_device_train_batch_size=t.per_device_train_batch_size,
         num_generations=t.num_generations,
         gradient_accumulation_steps=t.gradient_accumulation_steps,

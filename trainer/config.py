@@ -32,6 +32,7 @@ from scoring.scorer import METHODS as _SCORING_METHODS
 METHODS = tuple(_SCORING_METHODS)  # scoring's table is the one list of methods
 ALGORITHMS = ("grpo", "ppo")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # TRL's loss aggregations
+LR_SCHEDULES = ("linear", "constant", "cosine")  # transformers' SchedulerType values we offer
 TINY_MODEL = "tiny-random"
 # The demo's and the experiments' model.trainable_layers (the warm start's too): SmolLM2's top 10 of 30 layers train,
 # so the backward pass stops at layer 20: the update took 1.71x less time on a CPU (docs/benchmarks.md).
@@ -203,6 +204,24 @@ class RewardConfig:
 class TrainingConfig:
     max_steps: int = field(default=10, metadata=_help("Optimizer steps."))
     learning_rate: float = field(default=1e-6, metadata=_help("Policy learning rate (AdamW)."))
+    lr_scheduler_type: str = field(
+        default="linear",
+        metadata=_help(
+            f"TRL's learning-rate schedule: {' | '.join(LR_SCHEDULES)}. 'linear' decays to 0 at max_steps, so a "
+            "4-step run at 1e-5 moves the weights by 2.5e-5 of rate in all; 'constant' keeps the rate for every "
+            "step, what a short run needs to move at all.",
+            label="learning-rate schedule",
+        ),
+    )
+    questions_per_step: int = field(
+        default=0,
+        metadata=_help(
+            "Questions (GRPO groups) per optimizer step; set, it makes per_device_train_batch_size = "
+            "questions_per_step × num_generations. 0: per_device_train_batch_size decides. More groups a step "
+            "give the process term more chances to meet a group with reward spread.",
+            label="questions per step",
+        ),
+    )
     per_device_train_batch_size: int = field(
         default=8,
         metadata=_help(
@@ -343,7 +362,11 @@ class RunConfig:
         _choice("algorithm", self.algorithm, ALGORITHMS)
         _choice("model.dtype", self.model.dtype, ("float32", "bfloat16"))
         _choice("training.loss_type", self.training.loss_type, LOSS_TYPES)
+        _choice("training.lr_scheduler_type", self.training.lr_scheduler_type, LR_SCHEDULES)
         t = self.training
+        _at_least("training.questions_per_step", t.questions_per_step, 0)
+        if t.questions_per_step:  # the batch follows from the groups asked for (a rule, not a second setting)
+            t.per_device_train_batch_size = t.questions_per_step * t.num_generations
         minimum_one: tuple[tuple[str, int], ...] = (
             ("training.max_steps", t.max_steps),
             ("training.per_device_train_batch_size", t.per_device_train_batch_size),

@@ -60,6 +60,8 @@ def test_it_round_trips_through_json(tmp_path: Path) -> None:
         ({"algorithm": "ppo", "method": "tiresrag"}, "reward.tiresrag_group_shaping"),  # GRPO-only shaping
         ({"rollout": {"factory": "nope"}}, "rollout.factory"),
         ({"model": []}, "model"),
+        ({"training": {"lr_scheduler_type": "warmup"}}, "training.lr_scheduler_type"),
+        ({"training": {"questions_per_step": -1}}, "training.questions_per_step"),
     ],
 )
 def test_it_names_the_bad_field(values: dict[str, object], field: str) -> None:
@@ -85,3 +87,13 @@ def test_it_describes_every_field() -> None:
     text = describe()
     assert "training.learning_rate = 1e-06" in text
     assert "ppo.lam" in text
+
+
+def test_questions_per_step_sets_the_batch_from_the_group_size() -> None:
+    config = config_from_dict(
+        {"output_dir": "x", "training": {"questions_per_step": 3, "num_generations": 4}}
+    )
+    assert config.training.per_device_train_batch_size == 12  # 3 GRPO groups of 4 rollouts a step
+    assert (
+        config_from_dict({"output_dir": "x"}).training.per_device_train_batch_size == 8
+    )  # 0: the batch decides

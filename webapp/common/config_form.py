@@ -91,7 +91,7 @@ def config_values(fields: Mapping[str, forms.Field], cleaned: Mapping[str, Any])
     """The nested config dict of the config-derived fields (an optional field left empty keeps the default)."""
     values: dict[str, Any] = {}
     for name, path in config_paths(fields).items():
-        if cleaned.get(name) is not None:
+        if cleaned.get(name) not in (None, ""):  # an optional field left empty keeps the config's default
             set_path(values, path, cleaned[name])
     return values
 

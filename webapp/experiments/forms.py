@@ -16,15 +16,19 @@ from webapp.experiments.specs import (
     DEFAULT_BASELINE,
     DEFAULT_METHODS,
     EVAL_ENGINES,
+    KNOB_CHOICES,
     KNOBS,
+    Arm,
+    ExperimentConfigError,
     ExperimentSpec,
     knob_default,
     knob_name,
+    parse_arm,
 )
 from webapp.runs.models import Method
 
 _D = ExperimentSpec(
-    methods=DEFAULT_METHODS,
+    arms=(),
     baseline=DEFAULT_BASELINE,
     model="",
     train_dataset_id=0,
@@ -40,6 +44,7 @@ _KnobFields = type(
             path,
             initial=knob_default(path),
             required=False,  # left empty: the experiment's default
+            **({"choices": KNOB_CHOICES[path]} if path in KNOB_CHOICES else {}),
             label=config_field(path)[0].metadata.get("label") or knob_name(path).replace("_", " "),
             help_text="",
         )
@@ -51,12 +56,24 @@ BUDGETS = (*KNOB_FIELDS[:2], "algorithm", *KNOB_FIELDS[2:], "eval_batch_size", "
 
 
 class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
-    name = forms.CharField(max_length=200, required=False, help_text="Empty: the methods, steps and seed.")
+    name = forms.CharField(max_length=200, required=False, help_text="Empty: the arms, steps and seed.")
     methods = forms.MultipleChoiceField(
-        choices=Method.choices, initial=list(DEFAULT_METHODS), widget=forms.CheckboxSelectMultiple
+        choices=Method.choices,
+        initial=list(DEFAULT_METHODS),
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="An arm per method, named after it (unless arms are given below).",
     )
-    baseline = forms.ChoiceField(
-        choices=Method.choices, initial=DEFAULT_BASELINE, help_text="Differences are method minus this."
+    arms = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One arm a line: name=method:key=value,… — e.g. outcome=hiprag:lambda_p=0 and "
+        "process=hiprag:lambda_p=0.4 (HiPRAG's Table 2: one format, two process weights).",
+    )
+    baseline = forms.CharField(
+        max_length=64,
+        initial=DEFAULT_BASELINE,
+        help_text="The arm the others are compared with (differences are arm minus this).",
     )
     model_path = forms.CharField(
         label="start policy",
@@ -106,7 +123,7 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         return str(self.cleaned_data.get("eval_engine") or _D.eval_engine)
 
     fieldsets = (
-        ("Methods and start", ("name", "methods", "baseline", "model_path")),
+        ("Arms and start", ("name", "methods", "arms", "baseline", "model_path")),
         (
             "Questions and index",
             (
@@ -135,7 +152,16 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         self.require_endpoint(cleaned)
-        methods = cleaned.get("methods") or []
-        if methods and cleaned.get("baseline") and cleaned["baseline"] not in methods:
-            self.add_error("baseline", "Choose one of the methods.")
+        try:
+            arms = [parse_arm(line) for line in (cleaned.get("arms") or "").splitlines() if line.strip()]
+        except ExperimentConfigError as exc:
+            self.add_error("arms", exc.message)
+            return cleaned
+        arms = arms or [Arm(name=m, method=m) for m in cleaned.get("methods") or []]
+        if not arms and "methods" not in self.errors:
+            self.add_error("methods", "Choose at least one method, or give arms.")
+        cleaned["arm_list"] = tuple(arms)
+        names = [arm.name for arm in arms]
+        if arms and cleaned.get("baseline") and cleaned["baseline"] not in names:
+            self.add_error("baseline", f"Name one of the arms: {', '.join(names)}.")
         return cleaned

@@ -1,10 +1,13 @@
-"""An experiment: methods trained from the same start on the same data and seed, every model evaluated on the same
-held-out questions, and the papers' table with paired-bootstrap differences from the baseline."""
+"""An experiment: arms (a method and its reward weights) trained from the same start on the same data and seed, every
+model evaluated on the same held-out questions, and the papers' table with paired-bootstrap differences from the
+baseline arm."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+
+from webapp.common.methods import METHOD_CHOICES
 
 
 class Experiment(models.Model):
@@ -58,7 +61,12 @@ class ExperimentRun(models.Model):
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="links")
     role = models.CharField(max_length=10, choices=Role.choices)
-    method = models.CharField(max_length=16)
+    method = models.CharField(max_length=16, choices=METHOD_CHOICES)
+    arm = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="the arm trained or evaluated; empty for the start model's evaluation",
+    )
     position = models.PositiveSmallIntegerField(help_text="the stage's place in the experiment's order")
     run = models.ForeignKey("runs.Run", on_delete=models.PROTECT, related_name="experiment_links")
     attempts = models.PositiveSmallIntegerField(default=1)
@@ -66,8 +74,10 @@ class ExperimentRun(models.Model):
     class Meta:
         ordering = ("experiment", "position")
         constraints = (
-            models.UniqueConstraint(fields=["experiment", "role", "method"], name="experiment_stage_unique"),
+            models.UniqueConstraint(
+                fields=["experiment", "role", "method", "arm"], name="experiment_arm_stage_unique"
+            ),
         )
 
     def __str__(self) -> str:
-        return f"{self.experiment_id}: {self.role} {self.method} → run {self.run_id}"
+        return f"{self.experiment_id}: {self.role} {self.arm or self.method} → run {self.run_id}"

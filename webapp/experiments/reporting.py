@@ -81,5 +81,5 @@ def result_text(result: Mapping[str, Any]) -> str:
             ]
             for d in comparison["metrics"]
         ]
-        out += _table(["Metric", "baseline", "method", "diff", f"{confidence}% CI", "≠0"], lines)
+        out += _table(["Metric", "baseline", "arm", "diff", f"{confidence}% CI", "≠0"], lines)
     return "\n".join(out)

@@ -12,10 +12,8 @@ from scoring.paired_bootstrap import DEFAULT_CONFIDENCE, METRICS, Difference
 from webapp.evaluation.compare import paired_differences
 from webapp.evaluation.selectors import evaluation_report_rows
 from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.experiments.specs import ExperimentSpec
+from webapp.experiments.specs import Arm, ExperimentSpec
 from webapp.runs.models import Run
-
-ROLE_LABELS = {ExperimentRun.Role.START_EVAL: "start", ExperimentRun.Role.EVAL: "trained"}
 
 
 def experiment_list() -> QuerySet[Experiment]:
@@ -28,12 +26,25 @@ def experiment_links(*, experiment_id: int) -> list[ExperimentRun]:
     )
 
 
-def _links(experiment: Experiment) -> dict[tuple[str, str], ExperimentRun]:
-    return {(link.role, link.method): link for link in experiment_links(experiment_id=experiment.pk)}
+Key = tuple[str, str, str]  # (role, method, arm): a stage (webapp.experiments.services.Stage)
 
 
-def _finished_run(links: dict[tuple[str, str], ExperimentRun], role: str, method: str) -> Run | None:
-    link = links.get((role, method))
+def _links(experiment: Experiment) -> dict[Key, ExperimentRun]:
+    return {
+        (link.role, link.method, link.arm): link for link in experiment_links(experiment_id=experiment.pk)
+    }
+
+
+def _start(method: str) -> Key:
+    return (ExperimentRun.Role.START_EVAL.value, method, "")
+
+
+def _trained(arm: Arm) -> Key:
+    return (ExperimentRun.Role.EVAL.value, arm.method, arm.name)
+
+
+def _finished_run(links: dict[Key, ExperimentRun], key: Key) -> Run | None:
+    link = links.get(key)
     return link.run if link is not None and link.run.status == Run.Status.FINISHED else None
 
 
@@ -50,51 +61,53 @@ def _difference_json(d: Difference) -> dict[str, Any]:
     }
 
 
+def _row(run: Run, label: str, role: str, arm: Arm, steps: int) -> dict[str, Any] | None:
+    pooled = next((r for r in evaluation_report_rows(run_id=run.pk) if r["dataset"] == MICRO), None)
+    if pooled is None:
+        return None
+    return {
+        "label": label,
+        "role": role,
+        "method": arm.method,
+        "arm": arm.name if role == ExperimentRun.Role.EVAL else "",
+        "run_id": run.pk,
+        "steps": steps,
+        "n": pooled["n_trajectories"],
+        **{key: pooled.get(key) for key in METRICS},
+        "n_judge_errors": pooled.get("n_judge_errors", 0),
+    }
+
+
 def experiment_result(*, experiment: Experiment) -> dict[str, Any]:
-    """The table (one row per evaluated model, the pooled report row) and, per comparison, the paired-bootstrap
-    differences on the held-out questions both runs answered: every other trained method minus the trained
-    baseline, and every trained model minus its start."""
+    """The table (the start model once per method, then each arm's trained model: the pooled report row) and, per
+    comparison, the paired-bootstrap differences on the held-out questions both runs answered: every other
+    trained arm minus the trained baseline arm, and every trained arm minus its method's start."""
     spec = ExperimentSpec.from_json(experiment.spec)
     links = _links(experiment)
     rows = []
-    for method in spec.ordered_methods():
-        for role in (ExperimentRun.Role.START_EVAL, ExperimentRun.Role.EVAL):
-            run = _finished_run(links, role, method)
-            if run is None:
-                continue
-            pooled = next((r for r in evaluation_report_rows(run_id=run.pk) if r["dataset"] == MICRO), None)
-            if pooled is None:
-                continue
-            rows.append(
-                {
-                    "label": f"{ROLE_LABELS[role]} · {method}",
-                    "role": role,
-                    "method": method,
-                    "run_id": run.pk,
-                    "steps": 0 if role == ExperimentRun.Role.START_EVAL else spec.steps,
-                    "n": pooled["n_trajectories"],
-                    **{key: pooled.get(key) for key in METRICS},
-                    "n_judge_errors": pooled.get("n_judge_errors", 0),
-                }
-            )
-    comparisons: list[tuple[str, Run | None, Run | None]] = []
-    base_trained = _finished_run(links, ExperimentRun.Role.EVAL, spec.baseline)
-    for method in spec.others:
-        comparisons.append(
-            (
-                f"{method} − {spec.baseline} (trained)",
-                base_trained,
-                _finished_run(links, ExperimentRun.Role.EVAL, method),
-            )
+    shown: set[str] = set()
+    for arm in spec.ordered_arms():
+        start = _finished_run(links, _start(arm.method))
+        if start is not None and arm.method not in shown:
+            shown.add(arm.method)
+            rows.append(_row(start, f"start · {arm.method}", ExperimentRun.Role.START_EVAL, arm, 0))
+        trained = _finished_run(links, _trained(arm))
+        if trained is not None:
+            rows.append(_row(trained, f"trained · {arm.name}", ExperimentRun.Role.EVAL, arm, spec.steps))
+    baseline = spec.arm(spec.baseline)
+    base_trained = _finished_run(links, _trained(baseline))
+    comparisons: list[tuple[str, Run | None, Run | None]] = [
+        (f"{arm.name} − {baseline.name} (trained)", base_trained, _finished_run(links, _trained(arm)))
+        for arm in spec.others
+    ]
+    comparisons += [
+        (
+            f"{arm.name}: trained − start",
+            _finished_run(links, _start(arm.method)),
+            _finished_run(links, _trained(arm)),
         )
-    for method in spec.ordered_methods():
-        comparisons.append(
-            (
-                f"{method}: trained − start",
-                _finished_run(links, ExperimentRun.Role.START_EVAL, method),
-                _finished_run(links, ExperimentRun.Role.EVAL, method),
-            )
-        )
+        for arm in spec.ordered_arms()
+    ]
     differences = []
     for label, base, run in comparisons:
         if base is None or run is None:
@@ -113,18 +126,21 @@ def experiment_result(*, experiment: Experiment) -> dict[str, Any]:
             }
         )
     return {
-        "rows": rows,
+        "rows": [row for row in rows if row is not None],
         "differences": differences,
         "resamples": spec.resamples,
         "confidence": DEFAULT_CONFIDENCE,
         "judge": spec.judge.label,
         "baseline": spec.baseline,
+        "arms": [
+            {"name": arm.name, "method": arm.method, "params": arm.params} for arm in spec.ordered_arms()
+        ],
     }
 
 
 def experiment_compare_query(*, experiment: Experiment) -> str:
-    """The compare page's query of the experiment's evaluations: A = the trained baseline, B = the first other
-    trained method (or the baseline's start), every evaluation in ``runs``."""
+    """The compare page's query of the experiment's evaluations: A = the trained baseline arm, B = the first other
+    trained arm (or the baseline's start), every evaluation in ``runs``."""
     spec = ExperimentSpec.from_json(experiment.spec)
     links = _links(experiment)
     evals = [
@@ -134,12 +150,10 @@ def experiment_compare_query(*, experiment: Experiment) -> str:
     ]
     if len(evals) < 2:
         return ""
-    base = links.get((ExperimentRun.Role.EVAL, spec.baseline))
-    other = next(
-        (links[(ExperimentRun.Role.EVAL, m)] for m in spec.others if (ExperimentRun.Role.EVAL, m) in links),
-        None,
-    )
-    start = links.get((ExperimentRun.Role.START_EVAL, spec.baseline))
+    baseline = spec.arm(spec.baseline)
+    base = links.get(_trained(baseline))
+    other = next((links[_trained(arm)] for arm in spec.others if _trained(arm) in links), None)
+    start = links.get(_start(baseline.method))
     a = base.run_id if base is not None else evals[0]
     b = (
         other.run_id

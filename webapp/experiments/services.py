@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -36,7 +36,13 @@ from webapp.experiments.processes import (
     experiment_log,
     stage_abandon,
 )
-from webapp.experiments.specs import ExperimentConfigError, ExperimentSpec, experiment_spec_check, option_for
+from webapp.experiments.specs import (
+    Arm,
+    ExperimentConfigError,
+    ExperimentSpec,
+    experiment_spec_check,
+    option_for,
+)
 from webapp.runs.models import Run
 from webapp.runs.services import run_mark_finished
 from webapp.training.config import judge_option, run_config
@@ -64,7 +70,8 @@ def experiment_create(
             raise ExperimentConfigError(field, f"no {model.__name__.lower()} {pk}")
     training_config_check(spec)
     experiment = Experiment.objects.create(
-        name=name or f"{' vs '.join(spec.ordered_methods())} · {spec.steps} steps · seed {spec.seed}",
+        name=name
+        or f"{' vs '.join(a.name for a in spec.ordered_arms())} · {spec.steps} steps · seed {spec.seed}",
         spec=spec.to_json(),
         created_by=user,
     )
@@ -90,9 +97,10 @@ def experiment_resume_request(*, experiment_id: int) -> Experiment:
     return experiment
 
 
-def training_config(spec: ExperimentSpec, method: str, model: str, index: Index) -> RunConfig:
-    """One method's trainer config: the experiment's knobs, the agent rollout on its index with its judge, every
-    other setting the trainer's default. Raises ConfigError (trainer.config's and scoring's rules)."""
+def training_config(spec: ExperimentSpec, arm: Arm, model: str, index: Index) -> RunConfig:
+    """One arm's trainer config: its method and reward weights, the experiment's knobs, the agent rollout on its
+    index with its judge, every other setting the trainer's default. Raises ConfigError (trainer.config's and
+    scoring's rules)."""
     judge = spec.judge
     option = judge_option(
         judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
@@ -100,7 +108,7 @@ def training_config(spec: ExperimentSpec, method: str, model: str, index: Index)
     values = merge(
         spec.run_values(),
         {
-            "method": method,
+            "method": arm.method,
             "algorithm": spec.algorithm,
             "model": {"path": model},
             "rollout": {
@@ -108,35 +116,49 @@ def training_config(spec: ExperimentSpec, method: str, model: str, index: Index)
                 "options": {"index": index.path, **({"judge": option} if option else {})},
             },
             # PPO's advantages come from the critic, so TIRESRAG's GRPO group shaping is off under PPO.
-            "reward": {"tiresrag_group_shaping": spec.algorithm == "grpo"},
+            "reward": {"params": dict(arm.params), "tiresrag_group_shaping": spec.algorithm == "grpo"},
         },
     )
     return run_config(values, output_dir="(the run's folder)", data_path="-")
 
 
 def training_config_check(spec: ExperimentSpec) -> None:
-    """Build every method's trainer config once (trainer.config's rules), before anything runs."""
+    """Build every arm's trainer config once (trainer.config's and scoring's rules), before anything runs."""
     experiment_spec_check(spec)
     index = Index.objects.get(pk=spec.index_id)
-    for method in spec.methods:
+    for arm in spec.arms:
         try:
-            training_config(spec, method, spec.model, index)
+            training_config(spec, arm, spec.model, index)
         except ConfigError as exc:
-            raise ExperimentConfigError(
-                option_for(exc.field), f"{method}: {str(exc).split(': ', 1)[-1]}"
-            ) from None
+            message = str(exc).split(": ", 1)[-1]
+            if exc.field.startswith("reward.params."):  # a weight of the arm's: name it
+                weight = exc.field.removeprefix("reward.params.")
+                raise ExperimentConfigError("arm", f"{arm.name}: {weight} {message}") from None
+            raise ExperimentConfigError(option_for(exc.field), f"{arm.name}: {message}") from None
 
 
 # --- Execution -------------------------------------------------------------------------------------------------
 
 
-def experiment_stages(spec: ExperimentSpec) -> list[tuple[str, str]]:
-    """(role, method) in execution order: the start model in every method's format, then train → evaluate per
-    method, the baseline first."""
-    methods = spec.ordered_methods()
-    stages = [(ExperimentRun.Role.START_EVAL.value, m) for m in methods]
-    for method in methods:
-        stages += [(ExperimentRun.Role.TRAIN.value, method), (ExperimentRun.Role.EVAL.value, method)]
+class Stage(NamedTuple):
+    role: str
+    method: str
+    arm: str  # "" for the start model's evaluation, which every arm of the method shares
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} {self.arm or self.method}"
+
+
+def experiment_stages(spec: ExperimentSpec) -> list[Stage]:
+    """In execution order: the start model in every method's format (once per method, whatever its arms), then
+    train → evaluate per arm, the baseline first."""
+    stages = [Stage(ExperimentRun.Role.START_EVAL.value, method, "") for method in spec.methods]
+    for arm in spec.ordered_arms():
+        stages += [
+            Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name),
+            Stage(ExperimentRun.Role.EVAL.value, arm.method, arm.name),
+        ]
     return stages
 
 
@@ -157,30 +179,32 @@ def _start_model(experiment: Experiment, spec: ExperimentSpec) -> str:
     return str(folder)
 
 
-def _create_train_run(experiment: Experiment, spec: ExperimentSpec, method: str, model: str) -> Run:
+def _create_train_run(experiment: Experiment, spec: ExperimentSpec, arm: Arm, model: str) -> Run:
     """A pending train run made by the training app's own service, supervised here instead of by a Celery task."""
     index = Index.objects.get(pk=spec.index_id)
     return training_run_create(
         user=experiment.created_by,
-        name=f"exp{experiment.pk} train · {method}",
-        config=training_config(spec, method, model, index),
+        name=f"exp{experiment.pk} train · {arm.name}",
+        config=training_config(spec, arm, model, index),
         dataset=Dataset.objects.get(pk=spec.train_dataset_id),
         index=index,
         enqueue=False,
     )
 
 
-def _evaluation_spec(spec: ExperimentSpec, method: str, model: str) -> EvaluationSpec:
+def _evaluation_spec(spec: ExperimentSpec, arm: Arm, model: str) -> EvaluationSpec:
+    """An evaluation in the arm's format, its rewards with the arm's weights (the start model's: the method's)."""
     judge = spec.judge
-    config = training_config(spec, method, model, Index.objects.get(pk=spec.index_id))
+    config = training_config(spec, arm, model, Index.objects.get(pk=spec.index_id))
     return EvaluationSpec(
-        method=method,
+        method=arm.method,
         model=model,
         dataset_ids=(spec.eval_dataset_id,),
         index_id=spec.index_id,
         judge=JudgeSpec(
             kind=judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
         ),
+        params=dict(arm.params),
         # The training budgets: the models are evaluated in the conditions they were trained in.
         rollout={**config.agent_budgets(), "seed": spec.seed},
         batch_size=spec.eval_batch_size,
@@ -188,81 +212,99 @@ def _evaluation_spec(spec: ExperimentSpec, method: str, model: str) -> Evaluatio
     )
 
 
-def _link(experiment: Experiment, role: str, method: str) -> ExperimentRun | None:
+def _link(experiment: Experiment, stage: Stage) -> ExperimentRun | None:
     return (
-        ExperimentRun.objects.filter(experiment=experiment, role=role, method=method)
+        ExperimentRun.objects.filter(
+            experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm
+        )
         .select_related("run")
         .first()
     )
 
 
 @transaction.atomic
-def _attach(experiment: Experiment, role: str, method: str, position: int, run: Run) -> None:
+def _attach(experiment: Experiment, stage: Stage, position: int, run: Run) -> None:
     link = (
         ExperimentRun.objects.select_for_update()
-        .filter(experiment=experiment, role=role, method=method)
+        .filter(experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm)
         .first()
     )
     if link is None:
         ExperimentRun.objects.create(
-            experiment=experiment, role=role, method=method, position=position, run=run
+            experiment=experiment,
+            role=stage.role,
+            method=stage.method,
+            arm=stage.arm,
+            position=position,
+            run=run,
         )
     else:
         link.run, link.attempts, link.position = run, link.attempts + 1, position
         link.save(update_fields=["run", "attempts", "position"])
 
 
-def _run_stage(
+def _train(
     experiment: Experiment,
     spec: ExperimentSpec,
-    role: str,
-    method: str,
+    stage: Stage,
     position: int,
     start_model: str,
     say: Say | None,
 ) -> Run:
-    if role == ExperimentRun.Role.TRAIN:
-        with transaction.atomic():
-            run = _create_train_run(experiment, spec, method, start_model)
-            _attach(experiment, role, method, position, run)
-        experiment_log(
-            experiment.pk, f"training {method} from {start_model}: run #{run.pk}, {spec.steps} steps", say
-        )
-        from webapp.training.supervisor import supervise
+    with transaction.atomic():
+        run = _create_train_run(experiment, spec, spec.arm(stage.arm), start_model)
+        _attach(experiment, stage, position, run)
+    experiment_log(
+        experiment.pk, f"training {stage.arm} from {start_model}: run #{run.pk}, {spec.steps} steps", say
+    )
+    from webapp.training.supervisor import supervise
 
-        supervise(run.pk)
-        run = Run.objects.get(pk=run.pk)
-        if (
-            run.status == Run.Status.FINISHED
-            and not (Path(run.config["output_dir"]) / "config.json").is_file()
-        ):
-            return run_mark_finished(
-                run_id=run.pk, status=Run.Status.FAILED, error="the trainer saved no model"
-            )
-        return run
-    if role == ExperimentRun.Role.START_EVAL:
-        model, base_run_id, label = start_model, None, "start"
+    supervise(run.pk)
+    run = Run.objects.get(pk=run.pk)
+    if run.status == Run.Status.FINISHED and not (Path(run.config["output_dir"]) / "config.json").is_file():
+        return run_mark_finished(run_id=run.pk, status=Run.Status.FAILED, error="the trainer saved no model")
+    return run
+
+
+def _run_stage(
+    experiment: Experiment,
+    spec: ExperimentSpec,
+    stage: Stage,
+    position: int,
+    start_model: str,
+    say: Say | None,
+) -> Run:
+    if stage.role == ExperimentRun.Role.TRAIN:
+        return _train(experiment, spec, stage, position, start_model, say)
+    start = Stage(ExperimentRun.Role.START_EVAL.value, stage.method, "")
+    if stage.role == ExperimentRun.Role.START_EVAL:
+        arm, model, base_run_id, label = Arm(stage.method, stage.method), start_model, None, "start"
     else:
-        train = _link(experiment, ExperimentRun.Role.TRAIN, method)
+        arm = spec.arm(stage.arm)
+        train = _link(experiment, Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name))
         assert train is not None  # its stage came first
         model, label = str(train.run.config["output_dir"]), "trained"
-        # The baseline's trained model is compared with its start, every other method with the trained baseline.
+        # The baseline arm's trained model is compared with its start, every other arm with the trained baseline.
+        baseline = spec.arm(spec.baseline)
         base = _link(
             experiment,
-            ExperimentRun.Role.START_EVAL if method == spec.baseline else ExperimentRun.Role.EVAL,
-            method if method == spec.baseline else spec.baseline,
+            start
+            if arm.name == baseline.name
+            else Stage(ExperimentRun.Role.EVAL.value, baseline.method, baseline.name),
         )
         base_run_id = base.run_id if base is not None else None
     with transaction.atomic():
         run = evaluation_run_create(
             user=experiment.created_by,
-            spec=_evaluation_spec(spec, method, model),
-            name=f"exp{experiment.pk} {label} · {method}",
+            spec=_evaluation_spec(spec, arm, model),
+            name=f"exp{experiment.pk} {label} · {arm.name}",
             base_run_id=base_run_id,
             enqueue=False,
         )
-        _attach(experiment, role, method, position, run)
-    experiment_log(experiment.pk, f"evaluating the {label} model in {method}'s format: run #{run.pk}", say)
+        _attach(experiment, stage, position, run)
+    experiment_log(
+        experiment.pk, f"evaluating the {label} model in {arm.method}'s format: run #{run.pk}", say
+    )
     return evaluation_run_execute(run_id=run.pk)
 
 
@@ -286,34 +328,34 @@ def experiment_execute(*, experiment_id: int, say: Say | None = None) -> Experim
     try:
         experiment_spec_check(spec)
         start_model = _start_model(experiment, spec)
-        for position, (role, method) in enumerate(stages):
-            link = _link(experiment, role, method)
+        for position, stage in enumerate(stages):
+            link = _link(experiment, stage)
             if link is not None and link.run.status == Run.Status.FINISHED:
                 experiment_log(
                     experiment_id,
-                    f"stage {position + 1}/{len(stages)} {role} {method}: run #{link.run_id} reused",
+                    f"stage {position + 1}/{len(stages)} {stage.label}: run #{link.run_id} reused",
                     say,
                 )
                 continue
             if link is not None:
                 experiment_log(
                     experiment_id,
-                    f"stage {position + 1}/{len(stages)} {role} {method}: run #{link.run_id} "
+                    f"stage {position + 1}/{len(stages)} {stage.label}: run #{link.run_id} "
                     f"{link.run.status}, restarting it",
                     say,
                 )
                 stage_abandon(link.run, experiment_id)
-            run = _run_stage(experiment, spec, role, method, position, start_model, say)
+            run = _run_stage(experiment, spec, stage, position, start_model, say)
             if run.status != Run.Status.FINISHED:
-                error = f"stage {role} {method}: run #{run.pk} {run.status}: {run.error}".strip()
+                error = f"stage {stage.label}: run #{run.pk} {run.status}: {run.error}".strip()
                 experiment_log(experiment_id, error, say)
                 return experiment_finish(experiment_id, Experiment.Status.FAILED, error)
             experiment_log(
                 experiment_id,
-                f"stage {position + 1}/{len(stages)} {role} {method}: run #{run.pk} finished",
+                f"stage {position + 1}/{len(stages)} {stage.label}: run #{run.pk} finished",
                 say,
             )
-            if role != ExperimentRun.Role.TRAIN:
+            if stage.role != ExperimentRun.Role.TRAIN:
                 experiment_store_result(experiment_id=experiment_id)
     except (ExperimentConfigError, EvaluationConfigError, ConfigError) as exc:
         experiment_log(experiment_id, f"failed: {exc}", say)

@@ -4,6 +4,8 @@ comes from ``manage.py experiment`` or the browser."""
 from __future__ import annotations
 
 import copy
+import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -11,6 +13,7 @@ from trainer.config import (
     ALGORITHMS,
     BUDGETS,
     DEMO_TRAINABLE_LAYERS,
+    LR_SCHEDULES,
     config_field,
     field_default,
     get_path,
@@ -32,6 +35,8 @@ KNOBS = (
     "training.max_steps",
     "training.seed",
     "training.learning_rate",
+    "training.lr_scheduler_type",
+    "training.questions_per_step",
     "training.num_generations",
     "training.per_device_train_batch_size",
     "training.max_completion_length",
@@ -40,11 +45,15 @@ KNOBS = (
     *BUDGETS,
     "logging.sample_every",
 )
+LR_SCHEDULE = "training.lr_scheduler_type"
+LEGACY_LR_SCHEDULE = "linear"  # TRL's default, what experiments stored before the knob trained with
 # Knobs the experiment names otherwise than the config (its first options, kept for scripts and stored specs).
 KNOB_NAMES = {"training.max_steps": "steps", "training.per_device_train_batch_size": "batch_size"}
 # Where an experiment starts other than the trainer, whose defaults are the papers' (3B–7B models on GPUs).
 RUN_DEFAULTS: dict[str, Any] = {
-    "training": {"learning_rate": 1e-5},  # the new-run form's: moves a 135M policy within a few steps
+    # 1e-5, the new-run form's, moves a 135M policy within a few steps; held constant, because TRL's linear decay
+    # over a short run leaves its last steps with almost no rate (docs/experiment.md, "Arms and knobs").
+    "training": {"learning_rate": 1e-5, "lr_scheduler_type": "constant"},
     "model": {
         "trainable_layers": DEMO_TRAINABLE_LAYERS
     },  # the backward pass stops at SmolLM2's layer 20 of 30
@@ -59,6 +68,9 @@ OPTION_FOR_CONFIG = {
     "rollout.options": "index",
     "algorithm": "algorithm",
 }
+
+
+KNOB_CHOICES = {"training.lr_scheduler_type": LR_SCHEDULES}
 
 
 def knob_name(path: str) -> str:
@@ -107,17 +119,54 @@ class JudgeChoice:
         return self.kind
 
 
+ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """One arm of an experiment: a name, the reward method it trains with and that method's weights (as
+    scoring.scorer.score takes them). Arms of one method differ only in their weights: HiPRAG's Table 2 compares
+    λp = 0 (outcome and format only) with λp = 0.4 in one format, prompt, parser and judge."""
+
+    name: str
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        weights = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.name} = {self.method}" + (f" ({weights})" if weights else "")
+
+
+def parse_arm(text: str) -> Arm:
+    """``name=method:key=value,key=value`` (``outcome=hiprag:lambda_p=0``), ``name=method`` or a bare ``method``
+    (an arm named after it). Values are JSON where they parse (numbers, true/false), else strings."""
+    name, _, rest = text.strip().partition("=") if "=" in text.split(":", 1)[0] else ("", "", text.strip())
+    method, _, weights = rest.partition(":")
+    method = method.strip()
+    params: dict[str, Any] = {}
+    for item in filter(None, (w.strip() for w in weights.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ExperimentConfigError("arm", f"{text!r}: a weight is key=value, got {item!r}")
+        try:
+            params[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key.strip()] = value.strip()
+    return Arm(name=name.strip() or method, method=method, params=params)
+
+
 @dataclass(frozen=True, slots=True)
 class ExperimentSpec:
-    methods: tuple[str, ...]
-    baseline: str
+    arms: tuple[Arm, ...]
+    baseline: str  # an arm's name
     model: str  # the start model: a local folder, or trainer.config.TINY_MODEL (materialised once per experiment)
     train_dataset_id: int
     eval_dataset_id: int
     index_id: int
     judge: JudgeChoice = field(default_factory=JudgeChoice)
     algorithm: str = "grpo"
-    # trainer.config values every method trains with (the KNOBS), laid over RUN_DEFAULTS.
+    # trainer.config values every arm trains with (the KNOBS), laid over RUN_DEFAULTS.
     run: dict[str, Any] = field(default_factory=dict)
     eval_batch_size: int = 32
     # The evaluations' engine: "transformers", or "vllm" (`make vllm`; about 4× the rollouts per second on this
@@ -140,59 +189,80 @@ class ExperimentSpec:
     def seed(self) -> int:
         return int(self.knob("training.seed"))
 
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The arms' methods, each once, the baseline's first: the start model is evaluated in each format."""
+        return tuple(dict.fromkeys(arm.method for arm in self.ordered_arms()))
+
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["methods"] = list(self.methods)
-        return data
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ExperimentSpec:
-        """A stored spec; one stored before ``run`` held the knobs flat (``steps``, ``batch_size``, ...) too."""
+        """A stored spec; also one stored before arms (``methods``: an arm per method, named after it, trained
+        under TRL's default linear decay as it was) and before ``run`` held the knobs (flat: ``steps``, ...)."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         run: dict[str, Any] = copy.deepcopy(values.get("run") or {})
         for key, value in data.items():
             if key not in known and key in KNOB_PATHS:
                 set_path(run, KNOB_PATHS[key], value)
+        if "arms" not in data:
+            values["arms"] = [{"name": m, "method": m} for m in data.get("methods", ())]
+            if get_path(run, LR_SCHEDULE) is None:
+                set_path(run, LR_SCHEDULE, LEGACY_LR_SCHEDULE)
         values["run"] = run
-        values["methods"] = tuple(values.get("methods", ()))
+        values["arms"] = tuple(Arm(**arm) for arm in values["arms"])
         values["judge"] = JudgeChoice(**values.get("judge", {}))
         return cls(**values)
 
     @classmethod
     def with_knobs(cls, knobs: dict[str, Any], **values: Any) -> ExperimentSpec:
         """A spec from knob values by their experiment names (``steps=4, max_turns=2``), as the command and the
-        form give them."""
+        form give them; ``methods=(...)`` is shorthand for an arm per method."""
         run: dict[str, Any] = {}
         for name, value in knobs.items():
-            if value is not None:
+            if value not in (None, ""):  # left empty: the experiment's default
                 set_path(run, KNOB_PATHS[name], value)
+        if "methods" in values:
+            values["arms"] = tuple(Arm(name=m, method=m) for m in values.pop("methods"))
         return cls(run=run, **values)
 
-    @property
-    def others(self) -> tuple[str, ...]:
-        """The methods compared with the baseline."""
-        return tuple(m for m in self.methods if m != self.baseline)
+    def arm(self, name: str) -> Arm:
+        return next(arm for arm in self.arms if arm.name == name)
 
-    def ordered_methods(self) -> tuple[str, ...]:
+    @property
+    def others(self) -> tuple[Arm, ...]:
+        """The arms compared with the baseline."""
+        return tuple(arm for arm in self.arms if arm.name != self.baseline)
+
+    def ordered_arms(self) -> tuple[Arm, ...]:
         """The baseline first, then the others in the order given."""
-        return (self.baseline, *self.others)
+        base = [arm for arm in self.arms if arm.name == self.baseline]
+        return (*base, *self.others)
 
 
 def experiment_spec_check(spec: ExperimentSpec) -> None:
     """Raise :class:`ExperimentConfigError` for the first thing wrong (the trainer's own rules run later, when each
     training run's config is built)."""
-    if not spec.methods:
-        raise ExperimentConfigError("methods", "choose at least one method")
-    unknown = [m for m in spec.methods if m not in METHOD_NAMES]
+    if not spec.arms:
+        raise ExperimentConfigError("methods", "choose at least one method (or arm)")
+    unknown = [arm.method for arm in spec.arms if arm.method not in METHOD_NAMES]
     if unknown:
         raise ExperimentConfigError(
             "methods", f"unknown method {unknown[0]!r}; known: {', '.join(METHOD_NAMES)}"
         )
-    if len(set(spec.methods)) != len(spec.methods):
-        raise ExperimentConfigError("methods", "a method is listed twice")
-    if spec.baseline not in spec.methods:
-        raise ExperimentConfigError("baseline", f"{spec.baseline!r} is not one of the methods")
+    names = [arm.name for arm in spec.arms]
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise ExperimentConfigError("arm", f"{twice!r} is listed twice; give each arm a name of its own")
+    bad = [n for n in names if not ARM_NAME.match(n)]
+    if bad:
+        raise ExperimentConfigError("arm", f"{bad[0]!r}: letters, digits and _.+- (at most 64)")
+    if spec.baseline not in names:
+        raise ExperimentConfigError(
+            "baseline", f"{spec.baseline!r} is not one of the arms ({', '.join(names)})"
+        )
     if spec.judge.kind not in JUDGE_KINDS:
         raise ExperimentConfigError("judge", f"one of {', '.join(JUDGE_KINDS)} (or an http(s):// URL)")
     if spec.judge.kind == "openai" and not (spec.judge.base_url and spec.judge.model):

@@ -20,6 +20,7 @@ FIELD_FOR = {
     "eval": "eval_dataset",
     "questions": "train_dataset",
     "judge_model": "judge_model",
+    "arm": "arms",
 }
 
 
@@ -34,7 +35,7 @@ def _spec(form: ExperimentForm) -> ExperimentSpec:
     judge = data["judge"]
     spec = ExperimentSpec.with_knobs(
         {name: data[name] for name in KNOB_FIELDS},
-        methods=tuple(data["methods"]),
+        arms=data["arm_list"],
         baseline=data["baseline"],
         model=inputs.resolve_model(data["model_path"].strip() or None),
         train_dataset_id=inputs.experiment_dataset(rows=train, label="train").pk,

@@ -111,6 +111,8 @@ def make_spec(
             "resamples": 200,
             **overrides,
         }
+        if "arms" in values:
+            values.pop("methods")
         knobs = {"steps": 2, "num_generations": 2, "batch_size": 2}
         for name in list(values):
             if name in KNOB_PATHS:

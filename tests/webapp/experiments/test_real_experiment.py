@@ -101,3 +101,75 @@ def test_a_one_step_experiment_with_the_tiny_model(
     assert set(table) == {"start · search_r1", "trained · search_r1", "start · hiprag", "trained · hiprag"}
     assert table["trained · hiprag"][4:6] == ["1", "2"] and table["start · hiprag"][4:6] == ["0", "2"]
     assert "hiprag − search_r1 (trained): runs" in out.getvalue() and "2 paired questions" in out.getvalue()
+
+
+def test_a_one_step_two_arm_experiment_of_one_method(
+    shared_inputs: tuple[Path, Path], settings: Any, tmp_path: Path
+) -> None:
+    """HiPRAG's Table 2 in miniature: one format, λp = 0 against λp = 0.4, from the same start."""
+    settings.TRAINING_RUNS_DIR = tmp_path / "runs"
+    settings.EXPERIMENTS_DIR = tmp_path / "experiments"
+    questions, index = shared_inputs
+    out, err = StringIO(), StringIO()
+
+    call_command(
+        "experiment",
+        *("--arm", "outcome=hiprag:lambda_p=0", "--arm", "process=hiprag:lambda_p=0.4"),
+        *("--model", "tiny-random", "--index", str(index), "--steps", "1", "--seed", "1"),
+        *("--train-questions", str(questions), "--train-split", "train", "--train-limit", "2"),
+        *("--eval-questions", str(questions), "--eval-split", "test", "--eval-limit", "2"),
+        *("--questions-per-step", "1", "--num-generations", "2", "--max-completion-length", "96"),
+        *(
+            "--max-turns",
+            "1",
+            "--max-turn-tokens",
+            "12",
+            "--max-rollout-tokens",
+            "64",
+            "--max-obs-tokens",
+            "16",
+        ),
+        *("--resamples", "50", "--eval-batch-size", "2"),
+        stdout=out,
+        stderr=err,
+    )
+
+    experiment = Experiment.objects.get()
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error + err.getvalue()
+    assert experiment.spec["baseline"] == "outcome"
+    assert experiment.spec["arms"] == [
+        {"name": "outcome", "method": "hiprag", "params": {"lambda_p": 0}},
+        {"name": "process", "method": "hiprag", "params": {"lambda_p": 0.4}},
+    ]
+    links = {(link.role, link.arm): link.run for link in experiment.links.select_related("run")}
+    # One start evaluation for the method both arms share, then train and evaluate each arm.
+    assert set(links) == {
+        ("start_eval", ""),
+        ("train", "outcome"),
+        ("eval", "outcome"),
+        ("train", "process"),
+        ("eval", "process"),
+    }
+    assert all(run.status == Run.Status.FINISHED for run in links.values())
+    for arm, lambda_p in (("outcome", 0), ("process", 0.4)):
+        train = links[("train", arm)]
+        assert train.method == "hiprag" and train.config["reward"]["params"] == {"lambda_p": lambda_p}
+        assert train.config["training"]["lr_scheduler_type"] == "constant"  # the experiment's default
+        assert train.config["training"]["per_device_train_batch_size"] == 2  # 1 question × 2 rollouts
+        assert links[("eval", arm)].config["params"] == {"lambda_p": lambda_p}
+    same = ("model_name", "dataset_id")
+    assert [getattr(links[("train", "outcome")], f) for f in same] == [
+        getattr(links[("train", "process")], f) for f in same
+    ]
+    assert (
+        links[("train", "outcome")].config["training"]["seed"]
+        == links[("train", "process")].config["training"]["seed"]
+        == 1
+    )
+    lines = out.getvalue().splitlines()
+    table = {line.split("#")[0].strip(): line.split() for line in lines[3:6]}
+    assert set(table) == {"start · hiprag", "trained · outcome", "trained · process"}
+    assert table["trained · process"][4:6] == ["1", "2"]  # steps, N
+    text = out.getvalue()
+    assert "process − outcome (trained): runs" in text and "2 paired questions" in text
+    assert "outcome: trained − start" in text and "process: trained − start" in text

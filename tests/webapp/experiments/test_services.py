@@ -254,9 +254,9 @@ def test_the_spec_is_checked(make_spec: Any) -> None:
 
 def test_the_evaluations_run_on_the_chosen_engine(make_spec: Any) -> None:
     spec = make_spec(eval_engine="vllm")
-    evaluation = services._evaluation_spec(spec, "hiprag", spec.model)
+    evaluation = services._evaluation_spec(spec, spec.arm("hiprag"), spec.model)
     assert evaluation.backend == "vllm" and evaluation.batch_size == spec.eval_batch_size
-    assert services._evaluation_spec(make_spec(), "hiprag", spec.model).backend == "transformers"
+    assert services._evaluation_spec(make_spec(), spec.arm("hiprag"), spec.model).backend == "transformers"
 
 
 def test_a_spec_stored_with_flat_knobs_still_loads() -> None:
@@ -285,3 +285,47 @@ def test_a_spec_stored_with_flat_knobs_still_loads() -> None:
     assert spec.run["rollout"]["max_turn_tokens"] == 96
     assert spec.knob("model.trainable_layers") == 10  # not stored: the experiment's default
     assert ExperimentSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "method", "params"),
+    [
+        ("outcome=hiprag:lambda_p=0", "outcome", "hiprag", {"lambda_p": 0}),
+        (
+            "process=hiprag:lambda_p=0.4,process=over_only",
+            "process",
+            "hiprag",
+            {"lambda_p": 0.4, "process": "over_only"},
+        ),
+        ("hiprag", "hiprag", "hiprag", {}),  # a bare method: an arm named after it
+        ("base=search_r1", "base", "search_r1", {}),
+        ("hiprag:lambda_f=0.2", "hiprag", "hiprag", {"lambda_f": 0.2}),  # weights without a name
+    ],
+)
+def test_an_arm_is_a_name_a_method_and_its_weights(text: str, name: str, method: str, params: dict) -> None:
+    from webapp.experiments.specs import parse_arm
+
+    arm = parse_arm(text)
+    assert (arm.name, arm.method, arm.params) == (name, method, params)
+
+
+def test_arms_are_checked(make_spec: Any) -> None:
+    from webapp.experiments.specs import Arm
+
+    twice = (Arm("a", "hiprag"), Arm("a", "hiprag", {"lambda_p": 0.4}))
+    with pytest.raises(ExperimentConfigError, match="listed twice"):
+        services.experiment_create(user=None, spec=make_spec(arms=twice, baseline="a"), enqueue=False)
+    weights = (Arm("a", "hiprag"), Arm("b", "hiprag", {"lambda_p": 11}))  # HiPRAG: 0 ≤ λp ≤ 10
+    with pytest.raises(ExperimentConfigError, match=r"b: .*lambda_p") as error:
+        services.experiment_create(user=None, spec=make_spec(arms=weights, baseline="a"), enqueue=False)
+    assert error.value.field == "arm"
+
+
+def test_the_commands_help_names_arms_and_the_trainers_knobs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        call_command("experiment", "--help")
+    text = capsys.readouterr().out
+    assert "--arm NAME=METHOD[:KEY=VALUE,...]" in text and "--methods" in text
+    # Knobs come from trainer.config, with their help and the experiment's own defaults.
+    assert "--lr-scheduler-type {linear,constant,cosine}" in text and "default constant" in text
+    assert "--questions-per-step" in text and "--max-turn-tokens" in text and "--steps" in text

@@ -71,6 +71,24 @@ def test_it_starts_an_experiment_from_the_browser(
     assert response.status_code == 400
     assert "multiple of" in str(response.context["form"].errors["batch_size"])
 
+    arms = {"arms": "outcome=hiprag:lambda_p=0\nprocess=hiprag:lambda_p=0.4", "baseline": "outcome"}
+    with (
+        mock.patch("webapp.experiments.tasks.experiment_run_task.delay"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = researcher_client.post("/experiments/", {**data, **arms, "lr_scheduler_type": "linear"})
+    experiment = Experiment.objects.latest("pk")
+    assert response.status_code == 302, response.context["form"].errors
+    assert [(a["name"], a["params"]) for a in experiment.spec["arms"]] == [
+        ("outcome", {"lambda_p": 0}),
+        ("process", {"lambda_p": 0.4}),
+    ]
+    assert experiment.spec["run"]["training"]["lr_scheduler_type"] == "linear"
+    page = researcher_client.get(f"/experiments/{experiment.pk}/").content.decode()
+    assert "process = hiprag (lambda_p=0.4)" in page
+    response = researcher_client.post("/experiments/", {**data, **arms, "baseline": "search_r1"})
+    assert "Name one of the arms: outcome, process." in str(response.context["form"].errors["baseline"])
+
 
 def test_the_page_shows_the_table_the_differences_and_resumes(
     researcher_client: Any, make_spec: Any, django_capture_on_commit_callbacks: Any

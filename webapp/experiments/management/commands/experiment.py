@@ -23,15 +23,18 @@ from webapp.experiments.specs import (
     DEFAULT_BASELINE,
     DEFAULT_METHODS,
     EVAL_ENGINES,
+    KNOB_CHOICES,
     KNOBS,
+    Arm,
     ExperimentConfigError,
     ExperimentSpec,
     knob_default,
     knob_name,
+    parse_arm,
 )
 
 _D = ExperimentSpec(
-    methods=DEFAULT_METHODS,
+    arms=(),
     baseline=DEFAULT_BASELINE,
     model="",
     train_dataset_id=0,
@@ -46,10 +49,11 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 class Command(BaseCommand):
     help = (
-        "Train every method (default search_r1,hiprag) from the same start model with the same questions, data "
-        "order and seed; evaluate the start model and every trained model on the same held-out questions; store "
-        "it all as linked runs and print the papers' table with paired-bootstrap 95% intervals of each "
-        "method-minus-baseline difference. Resume a stopped experiment with --resume ID."
+        "Train every arm (--arm NAME=METHOD:KEY=VALUE; default an arm per method of search_r1,hiprag) from the "
+        "same start model with the same questions, data order and seed; evaluate the start model and every "
+        "trained model on the same held-out questions; store it all as linked runs and print the papers' table "
+        "with paired-bootstrap 95% intervals of each arm-minus-baseline and trained-minus-start difference. "
+        "Resume a stopped experiment with --resume ID."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -57,12 +61,24 @@ class Command(BaseCommand):
             "--resume", type=int, metavar="ID", help="continue experiment ID (other options ignored)"
         )
         parser.add_argument(
-            "--methods", default=",".join(DEFAULT_METHODS), help="comma-separated reward methods"
+            "--arm",
+            action="append",
+            default=[],
+            metavar="NAME=METHOD[:KEY=VALUE,...]",
+            help="an arm: a name, its reward method and that method's weights, e.g. --arm outcome=hiprag:lambda_p=0 "
+            "--arm process=hiprag:lambda_p=0.4 (repeat it; every arm trains from the same start, questions, order "
+            "and seed)",
+        )
+        parser.add_argument(
+            "--methods",
+            default="",
+            help=f"shorthand: an arm per method, named after it (default {','.join(DEFAULT_METHODS)})",
         )
         parser.add_argument(
             "--baseline",
             default="",
-            help=f"the method differences are taken from (default {DEFAULT_BASELINE})",
+            help=f"the arm differences are taken from (default {DEFAULT_BASELINE} when an arm has that name, else "
+            "the first arm)",
         )
         parser.add_argument(
             "--model",
@@ -103,6 +119,7 @@ class Command(BaseCommand):
             parser.add_argument(
                 f"--{knob_name(path).replace('_', '-')}",
                 type=annotation,
+                choices=KNOB_CHOICES.get(path),
                 default=knob_default(path),
                 help=f.metadata.get("help", "").replace("%", "%%") + f" ({path}; default %(default)s)",
             )
@@ -154,9 +171,15 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError(f"--user: no user named {options['user']!r}")
         try:
-            methods = tuple(m.strip() for m in options["methods"].split(",") if m.strip())
+            if options["arm"] and options["methods"]:
+                raise ExperimentConfigError("arm", "give --arm or --methods, not both")
+            methods = [m.strip() for m in (options["methods"] or ",".join(DEFAULT_METHODS)).split(",")]
+            arms = tuple(parse_arm(text) for text in options["arm"]) or tuple(
+                Arm(name=m, method=m) for m in methods if m
+            )
+            names = [arm.name for arm in arms]
             baseline = options["baseline"] or (
-                DEFAULT_BASELINE if DEFAULT_BASELINE in methods or not methods else methods[0]
+                DEFAULT_BASELINE if DEFAULT_BASELINE in names or not names else names[0]
             )
             model = inputs.resolve_model(options["model"] or None)
             train = self._questions(options, "train")
@@ -170,7 +193,7 @@ class Command(BaseCommand):
             )
             spec = ExperimentSpec.with_knobs(
                 {knob_name(path): options[knob_name(path)] for path in KNOBS},
-                methods=methods,
+                arms=arms,
                 baseline=baseline,
                 model=model,
                 train_dataset_id=inputs.experiment_dataset(rows=train, label="train").pk,
