@@ -1,4 +1,8 @@
-"""POST /api/v1/score: score raw trajectories with a method; large batches become a job to poll."""
+"""POST /api/v1/score: score raw trajectories with a method; large batches become a job to poll.
+
+A request is one batch (``scoring.scorer.score_batch``): HiPRAG Sec. 5.3's batch-average bonus is taken over it. A
+trajectory the scorer rejects comes back with ``error: {field, message}`` (e.g. ``judgements.step_flags``, "2
+verdicts for 1 steps"); invalid shared ``params`` refuse the request with 400, naming the field."""
 
 from __future__ import annotations
 
@@ -37,7 +41,13 @@ class ScoreApi(APIView):
             )
 
         method = serializers.ChoiceField(choices=Method.values)
-        params = serializers.DictField(required=False, default=dict)
+        params = serializers.DictField(
+            required=False,
+            default=dict,
+            help_text="the method's weights, shared by the batch. The request's trajectories are one batch: with "
+            "HiPRAG's process = over_only / under_only (Sec. 5.3), a trajectory without a step of the evaluated "
+            "type gets the batch's average bonus",
+        )
         trajectories = TrajectoryInput(many=True, allow_empty=False)
 
         def validate_trajectories(self, value: list[dict[str, object]]) -> list[dict[str, object]]:
