@@ -64,10 +64,14 @@ def read_new_lines(path: Path, offset: int) -> tuple[list[tuple[int, dict[str, A
     after the last complete line.
 
     A line the trainer is still writing (no newline yet) is left for the next call. A line that is not a JSON
-    object is logged and skipped, so one bad line cannot stall a run's curves.
+    object is logged and skipped, so one bad line cannot stall a run's curves. A file shorter than ``offset`` was
+    rewritten (a resumed trainer keeps the rows up to its checkpoint, trainer.callbacks.truncate_after): it is read
+    again from the start, and ingest's keys skip what was stored before.
     """
     try:
         with path.open("rb") as handle:
+            if handle.seek(0, 2) < offset:
+                offset = 0
             handle.seek(offset)
             chunk = handle.read()
     except FileNotFoundError:

@@ -193,3 +193,18 @@ def test_searchlab_unreachable_mid_run_loses_and_doubles_nothing(tmp_path, setti
     assert written == summary["rows_sent"] == summary["rows_acknowledged"] == stored == 40 * 4 + 40 * 2
     assert IngestedSample.objects.filter(run=run).count() == 80
     assert Run.objects.get(pk=run.pk).log_tail.endswith("step 40 done")
+
+
+@pytest.mark.django_db
+def test_a_rewritten_file_is_read_again_and_stores_nothing_twice(tmp_path):
+    """A resumed trainer truncates samples.jsonl to its checkpoint and appends: the kept rows keep their keys."""
+    _fake_output(tmp_path, steps=3, samples=1)
+    run = _run()
+    tailer = OutputTailer(tmp_path / "output")
+    ingest.store_batch(run_id=run.pk, batch=tailer.read())
+    samples = tmp_path / "output" / "samples.jsonl"
+    kept = samples.read_text().splitlines()[:1]  # resumed from step 1
+    samples.write_text(kept[0] + "\n" + kept[0].replace('"step": 1', '"step": 4') + "\n")
+    result = ingest.store_batch(run_id=run.pk, batch=tailer.read())
+    assert result["samples_duplicate"] == 1 and result["samples_new"] == 1
+    assert Trajectory.objects.filter(run=run).count() == 4
