@@ -329,3 +329,36 @@ def test_the_commands_help_names_arms_and_the_trainers_knobs(capsys: pytest.Capt
     # Knobs come from trainer.config, with their help and the experiment's own defaults.
     assert "--lr-scheduler-type {linear,constant,cosine}" in text and "default constant" in text
     assert "--questions-per-step" in text and "--max-turn-tokens" in text and "--steps" in text
+
+
+def test_the_migration_turns_a_stored_experiment_into_an_arm_per_method(make_spec: Any) -> None:
+    """experiments/0002_arms: the spec gets arms (and the LR decay it trained with), train/eval links their arm."""
+    import importlib
+
+    from django.apps import apps
+
+    from webapp.experiments.specs import ExperimentSpec
+
+    migration = importlib.import_module("webapp.experiments.migrations.0002_arms")
+    spec = make_spec().to_json()
+    spec.pop("arms")
+    spec["methods"] = ["search_r1", "hiprag"]
+    experiment = Experiment.objects.create(name="old", spec=spec)
+    run = Run.objects.create(name="r", kind="eval", method="hiprag")
+    for role in ("start_eval", "train", "eval"):
+        ExperimentRun.objects.create(experiment=experiment, role=role, method="hiprag", position=0, run=run)
+
+    migration.to_arms(apps, None)
+
+    experiment.refresh_from_db()
+    loaded = ExperimentSpec.from_json(experiment.spec)
+    assert [(a.name, a.method, a.params) for a in loaded.arms] == [
+        ("search_r1", "search_r1", {}),
+        ("hiprag", "hiprag", {}),
+    ]
+    assert loaded.knob("training.lr_scheduler_type") == "linear"
+    assert sorted(experiment.links.values_list("role", "arm")) == [
+        ("eval", "hiprag"),
+        ("start_eval", ""),
+        ("train", "hiprag"),
+    ]
