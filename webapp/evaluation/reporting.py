@@ -36,6 +36,12 @@ COLUMNS = (
     ),
     Column("search_efficiency", "SE", help="search efficiency EM / SD, EM in percent (AutoSearch §5.1)"),
     Column("format_ok_rate", "Format %", help="trajectories in the method's format (HiPRAG Appendix F.1)"),
+    Column(
+        "osr_redundant",
+        "OSR w/o misses",
+        help="OSR with the evidence judge's retrieval misses (rule no_new_support) counted as not over-searched "
+        "(docs/judges.md); equals OSR for judges that name no rule",
+    ),
 )
 ROW_LABELS = {MACRO: "Avg.", MICRO: "All (pooled)"}
 ROW_HELP = {
