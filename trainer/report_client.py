@@ -52,6 +52,7 @@ LOG_TAIL_LINES = 200
 _LOG_TAIL_BYTES = 256 * 1024
 EXTRA_KEYS = ("progress", "log_tail", "heartbeat", "final")  # the latest state, not rows: on the last request
 MAX_BATCH_ROWS = 500  # metric rows + samples per request: a backlog replays in requests of bounded size
+MAX_BATCH_BYTES = 1_000_000
 
 Batch = dict[str, Any]
 
@@ -213,21 +214,29 @@ def batch_rows(batch: Mapping[str, Any]) -> int:
     return len(batch.get("metrics") or ()) + len(batch.get("samples") or ())
 
 
-def split_batch(batch: Mapping[str, Any], limit: int = MAX_BATCH_ROWS) -> list[Batch]:
-    """``batch`` as requests of at most ``limit`` rows; heartbeat and log tail ride on the last one."""
-    metrics, samples = list(batch.get("metrics") or ()), list(batch.get("samples") or ())
+def split_batch(
+    batch: Mapping[str, Any], limit: int = MAX_BATCH_ROWS, max_bytes: int = MAX_BATCH_BYTES
+) -> list[Batch]:
+    """``batch`` as requests of at most ``limit`` rows and about ``max_bytes`` of JSON (Django refuses a body over
+    DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB by default); heartbeat and log tail ride on the last one. A single row larger
+    than ``max_bytes`` goes alone."""
+    rows = [("metrics", row) for row in batch.get("metrics") or ()]
+    rows += [("samples", row) for row in batch.get("samples") or ()]
     parts: list[Batch] = []
-    while len(metrics) + len(samples) > limit:
-        take_m = metrics[:limit]
-        take_s = samples[: limit - len(take_m)]
-        parts.append({"metrics": take_m, "samples": take_s})
-        metrics, samples = metrics[len(take_m) :], samples[len(take_s) :]
-    last: Batch = {"metrics": metrics, "samples": samples}
+    current: Batch = {"metrics": [], "samples": []}
+    count = size = 0
+    for kind, row in rows:
+        row_size = len(json.dumps(row, ensure_ascii=False).encode("utf-8"))
+        if count and (count + 1 > limit or size + row_size > max_bytes):
+            parts.append(current)
+            current, count, size = {"metrics": [], "samples": []}, 0, 0
+        current[kind].append(row)
+        count, size = count + 1, size + row_size
     for extra in EXTRA_KEYS:
         if batch.get(extra) is not None:
-            last[extra] = batch[extra]
-    if metrics or samples or len(last) > 2 or not parts:
-        parts.append(last)
+            current[extra] = batch[extra]
+    if count or len(current) > 2 or not parts:
+        parts.append(current)
     return parts
 
 

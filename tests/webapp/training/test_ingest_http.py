@@ -91,6 +91,8 @@ def test_batches_are_split_with_the_heartbeat_on_the_last():
     parts = split_batch(batch, limit=5)
     assert [len(p["metrics"]) + len(p["samples"]) for p in parts] == [5, 5, 1]
     assert "progress" in parts[-1] and all("progress" not in p for p in parts[:-1])
+    big = {"samples": [{"key": str(i), "row": {"text": "x" * 400_000}} for i in range(5)]}
+    assert [len(p["samples"]) for p in split_batch(big)] == [2, 2, 1]  # about 1 MB a request
 
 
 def test_the_client_spools_while_searchlab_is_down_and_replays_in_order(tmp_path):
