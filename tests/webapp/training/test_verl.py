@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -37,11 +38,14 @@ SCRIPT = Path(__file__).with_name("verl_script.py")
 def verl_path() -> Path:
     """veRL 0.9.1's code (and the few pure-Python packages it imports that .venv lacks), installed once."""
     marker = VERL_DIR / ".installed"
-    if not marker.is_file():
+    wanted = (REPO / "requirements-verl.txt").read_text()
+    if not marker.is_file() or marker.read_text() != wanted:  # first use, or the pins changed
         started = time.monotonic()
+        shutil.rmtree(VERL_DIR, ignore_errors=True)
         pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(VERL_DIR)]
         subprocess.run([*pip, "-r", str(REPO / "requirements-verl.txt")], check=True)
-        marker.write_text(f"{time.monotonic() - started:.1f} s\n")
+        marker.write_text(wanted)
+        print(f"\nveRL 0.9.1 installed under var/ in {time.monotonic() - started:.1f} s")
     return VERL_DIR
 
 
