@@ -11,7 +11,7 @@ from webapp.audits.api import (
     FrozenReportApi,
 )
 from webapp.runs.api import RunDetailApi, RunListApi, RunMetricsApi
-from webapp.training.api import RunIngestApi, RunIngestTokenApi
+from webapp.training.api import ExternalRunCreateApi, RunIngestApi, RunIngestTokenApi
 from webapp.trajectories.api import (
     StepRewardExportApi,
     StepRewardPageApi,
@@ -23,6 +23,7 @@ app_name = "api"
 
 urlpatterns = [
     path("runs/", RunListApi.as_view(), name="run-list"),
+    path("runs/external/", ExternalRunCreateApi.as_view(), name="run-external"),
     path("runs/<int:run_id>/", RunDetailApi.as_view(), name="run-detail"),
     path("runs/<int:run_id>/metrics/", RunMetricsApi.as_view(), name="run-metrics"),
     path("runs/<int:run_id>/ingest/", RunIngestApi.as_view(), name="run-ingest"),

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.runs.models import Run
+from webapp.runs.models import Method, Run
 from webapp.training import ingest
 
 MAX_ROWS = 5000  # a client sends at most trainer.report_client.MAX_BATCH_ROWS; this bounds a hostile request
@@ -74,3 +74,48 @@ class RunIngestTokenApi(APIView):
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
         return Response({"run": run.pk, "token": ingest.ingest_token(run.pk)})
+
+
+class ExternalRunCreateApi(APIView):
+    """``POST /api/v1/runs/external/``: a run that a trainer outside searchlab reports to (a veRL run followed by
+    ``python -m trainer.verl_follower``, a custom trainer using ``trainer.report_client``). It is ``running`` from
+    the start, its executor is ``external`` (its reporter ends it with ``final``), and the answer holds its ingest
+    token."""
+
+    class Input(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+        method = serializers.ChoiceField(choices=Method.choices)
+        model_name = serializers.CharField(max_length=200)
+        algorithm = serializers.ChoiceField(choices=Run.Algorithm.choices, default="grpo")
+        config = serializers.DictField(
+            required=False, help_text="the external trainer's own settings, kept as is"
+        )
+
+    @extend_schema(
+        request=Input,
+        responses={
+            201: inline_serializer(
+                "ExternalRun", {"run": serializers.IntegerField(), "token": serializers.CharField()}
+            )
+        },
+    )
+    def post(self, request: Request) -> Response:
+        from django.db import transaction
+
+        from webapp.runs.services import run_create, run_mark_started
+
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        with transaction.atomic():
+            run = run_create(
+                name=values["name"],
+                method=values["method"],
+                model_name=values["model_name"],
+                kind=Run.Kind.TRAIN,
+                algorithm=values["algorithm"],
+                config={**values.get("config", {}), "executor": "external"},
+                created_by=request.user,  # type: ignore[arg-type]
+            )
+            run_mark_started(run_id=run.pk)
+        return Response({"run": run.pk, "token": ingest.ingest_token(run.pk)}, status=status.HTTP_201_CREATED)

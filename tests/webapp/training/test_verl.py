@@ -23,8 +23,6 @@ from trainer.report_client import ReportClient
 from trainer.verl_follower import VerlFollower, follow
 from trainer.verl_reward import compute_score, compute_score_batch
 from webapp.runs.models import MetricPoint, Run
-from webapp.runs.services import run_create
-from webapp.training import ingest
 from webapp.trajectories.models import JudgeVerdict, Trajectory
 
 pytestmark = pytest.mark.verl
@@ -73,7 +71,7 @@ def test_compute_score_is_scorings_reward():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_verl_managers_dumps_and_follower_reach_a_searchlab_run(verl_path, tmp_path, settings):
+def test_verl_managers_dumps_and_follower_reach_a_searchlab_run(verl_path, tmp_path, settings, api_client):
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": f"{verl_path}:{REPO}", "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(
@@ -95,21 +93,26 @@ def test_verl_managers_dumps_and_follower_reach_a_searchlab_run(verl_path, tmp_p
     assert result["extra_keys"] == ["score", "searchlab"]
     print(f"\nveRL 0.9.1 managers + dump writer: {time.monotonic() - started:.1f} s")
 
-    settings.ALLOWED_HOSTS = ["127.0.0.1"]
-    run = run_create(
-        name="verl run", method="hiprag", model_name="Qwen2.5-3B", kind=Run.Kind.TRAIN, algorithm="grpo"
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "testserver"]
+    # The run a veRL user follows into: made through the API, with its ingest token.
+    made = api_client.post(
+        "/api/v1/runs/external/",
+        {"name": "verl run", "method": "hiprag", "model_name": "Qwen2.5-3B"},
+        format="json",
     )
-    Run.objects.filter(pk=run.pk).update(config={"executor": "external"}, status=Run.Status.RUNNING)
+    assert made.status_code == 201, made.content
+    run, token = Run.objects.get(pk=made.json()["run"]), made.json()["token"]
+    assert run.status == Run.Status.RUNNING
     server = RestartableServer()
     server.start()
     try:
-        client = ReportClient(server.url, run.pk, ingest.ingest_token(run.pk), tmp_path / "spool")
+        client = ReportClient(server.url, run.pk, token, tmp_path / "spool")
         follower = VerlFollower(
             tmp_path / "rollouts", method="hiprag", metrics_file=tmp_path / "metrics.jsonl"
         )
         follow(follower, client, interval=0.1, until=lambda: True, final="finished")
         # A restarted follower reads everything again: nothing is stored twice.
-        again = ReportClient(server.url, run.pk, ingest.ingest_token(run.pk), tmp_path / "spool2")
+        again = ReportClient(server.url, run.pk, token, tmp_path / "spool2")
         follow(
             VerlFollower(tmp_path / "rollouts", method="hiprag", metrics_file=tmp_path / "metrics.jsonl"),
             again,
