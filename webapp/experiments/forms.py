@@ -15,26 +15,19 @@ from webapp.datasets.models import Dataset
 from webapp.experiments.specs import (
     DEFAULT_BASELINE,
     DEFAULT_METHODS,
+    DEFAULTS,
     EVAL_ENGINES,
     KNOB_CHOICES,
     KNOBS,
     Arm,
     ExperimentConfigError,
-    ExperimentSpec,
     knob_default,
     knob_name,
     parse_arm,
 )
 from webapp.runs.models import Method
 
-_D = ExperimentSpec(
-    arms=(),
-    baseline=DEFAULT_BASELINE,
-    model="",
-    train_dataset_id=0,
-    eval_dataset_id=0,
-    index_id=0,
-)
+_D = DEFAULTS
 # The knobs, named as the command's options; each a trainer.config field (type, help), at the experiment's default.
 _KnobFields = type(
     "_KnobFields",

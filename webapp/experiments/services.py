@@ -243,20 +243,9 @@ def _attach(experiment: Experiment, stage: Stage, position: int, run: Run) -> No
         link.save(update_fields=["run", "attempts", "position"])
 
 
-def _train(
-    experiment: Experiment,
-    spec: ExperimentSpec,
-    stage: Stage,
-    position: int,
-    start_model: str,
-    say: Say | None,
-) -> Run:
-    with transaction.atomic():
-        run = _create_train_run(experiment, spec, spec.arm(stage.arm), start_model)
-        _attach(experiment, stage, position, run)
-    experiment_log(
-        experiment.pk, f"training {stage.arm} from {start_model}: run #{run.pk}, {spec.steps} steps", say
-    )
+def _supervised(run: Run) -> Run:
+    """Supervise a train run here (``python -m trainer.train`` as a subprocess) to its end; a run that finished
+    without saving a model failed."""
     from webapp.training.supervisor import supervise
 
     supervise(run.pk)
@@ -275,7 +264,13 @@ def _run_stage(
     say: Say | None,
 ) -> Run:
     if stage.role == ExperimentRun.Role.TRAIN:
-        return _train(experiment, spec, stage, position, start_model, say)
+        with transaction.atomic():
+            run = _create_train_run(experiment, spec, spec.arm(stage.arm), start_model)
+            _attach(experiment, stage, position, run)
+        experiment_log(
+            experiment.pk, f"training {stage.arm} from {start_model}: run #{run.pk}, {spec.steps} steps", say
+        )
+        return _supervised(run)
     start = Stage(ExperimentRun.Role.START_EVAL.value, stage.method, "")
     if stage.role == ExperimentRun.Role.START_EVAL:
         arm, model, base_run_id, label = Arm(stage.method, stage.method), start_model, None, "start"

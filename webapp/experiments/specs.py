@@ -291,3 +291,9 @@ def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:
     for key, value in values.items():
         out += _leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
     return out
+
+
+# The spec's own defaults (algorithm, evaluation batch, engine, resamples), for the command's --help and the form.
+DEFAULTS = ExperimentSpec(
+    arms=(), baseline=DEFAULT_BASELINE, model="", train_dataset_id=0, eval_dataset_id=0, index_id=0
+)

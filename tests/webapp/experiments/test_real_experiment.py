@@ -53,6 +53,26 @@ def shared_inputs(tmp_path: Path) -> tuple[Path, Path]:
     return questions, tmp_path / "bm25"
 
 
+def tiny_options(questions: Path, index: Path) -> tuple[str, ...]:
+    """One step of the tiny model on 2 training and 2 held-out questions, with budgets that keep it quick."""
+    return (
+        *("--model", "tiny-random", "--index", str(index), "--steps", "1", "--seed", "1"),
+        *("--train-questions", str(questions), "--train-split", "train", "--train-limit", "2"),
+        *("--eval-questions", str(questions), "--eval-split", "test", "--eval-limit", "2"),
+        *("--max-completion-length", "96", "--max-turns", "1", "--max-turn-tokens", "12"),
+        *(
+            "--max-rollout-tokens",
+            "64",
+            "--max-obs-tokens",
+            "16",
+            "--resamples",
+            "50",
+            "--eval-batch-size",
+            "2",
+        ),
+    )
+
+
 def test_a_one_step_experiment_with_the_tiny_model(
     shared_inputs: tuple[Path, Path], settings: Any, tmp_path: Path
 ) -> None:
@@ -63,21 +83,8 @@ def test_a_one_step_experiment_with_the_tiny_model(
 
     call_command(
         "experiment",
-        *("--model", "tiny-random", "--index", str(index), "--steps", "1", "--seed", "1"),
-        *("--train-questions", str(questions), "--train-split", "train", "--train-limit", "2"),
-        *("--eval-questions", str(questions), "--eval-split", "test", "--eval-limit", "2"),
-        *("--num-generations", "2", "--batch-size", "2", "--max-completion-length", "96"),
-        *(
-            "--max-turns",
-            "1",
-            "--max-turn-tokens",
-            "12",
-            "--max-rollout-tokens",
-            "64",
-            "--max-obs-tokens",
-            "16",
-        ),
-        *("--resamples", "50", "--eval-batch-size", "2"),
+        *tiny_options(questions, index),
+        *("--num-generations", "2", "--batch-size", "2"),
         stdout=out,
         stderr=err,
     )
@@ -115,21 +122,8 @@ def test_a_one_step_two_arm_experiment_of_one_method(
     call_command(
         "experiment",
         *("--arm", "outcome=hiprag:lambda_p=0", "--arm", "process=hiprag:lambda_p=0.4"),
-        *("--model", "tiny-random", "--index", str(index), "--steps", "1", "--seed", "1"),
-        *("--train-questions", str(questions), "--train-split", "train", "--train-limit", "2"),
-        *("--eval-questions", str(questions), "--eval-split", "test", "--eval-limit", "2"),
-        *("--questions-per-step", "1", "--num-generations", "2", "--max-completion-length", "96"),
-        *(
-            "--max-turns",
-            "1",
-            "--max-turn-tokens",
-            "12",
-            "--max-rollout-tokens",
-            "64",
-            "--max-obs-tokens",
-            "16",
-        ),
-        *("--resamples", "50", "--eval-batch-size", "2"),
+        *tiny_options(questions, index),
+        *("--questions-per-step", "1", "--num-generations", "2"),
         stdout=out,
         stderr=err,
     )

@@ -22,6 +22,7 @@ from webapp.experiments.reporting import result_text
 from webapp.experiments.specs import (
     DEFAULT_BASELINE,
     DEFAULT_METHODS,
+    DEFAULTS,
     EVAL_ENGINES,
     KNOB_CHOICES,
     KNOBS,
@@ -33,14 +34,7 @@ from webapp.experiments.specs import (
     parse_arm,
 )
 
-_D = ExperimentSpec(
-    arms=(),
-    baseline=DEFAULT_BASELINE,
-    model="",
-    train_dataset_id=0,
-    eval_dataset_id=0,
-    index_id=0,
-)  # the defaults, for --help
+_D = DEFAULTS
 
 
 def _interrupt(signum: int, frame: Any) -> None:
