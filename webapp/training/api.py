@@ -82,7 +82,7 @@ class ExternalRunCreateApi(APIView):
     the start, its executor is ``external`` (its reporter ends it with ``final``), and the answer holds its ingest
     token."""
 
-    class Input(serializers.Serializer):
+    class ExternalRunInput(serializers.Serializer):
         name = serializers.CharField(max_length=200)
         method = serializers.ChoiceField(choices=Method.choices)
         model_name = serializers.CharField(max_length=200)
@@ -92,7 +92,7 @@ class ExternalRunCreateApi(APIView):
         )
 
     @extend_schema(
-        request=Input,
+        request=ExternalRunInput,
         responses={
             201: inline_serializer(
                 "ExternalRun", {"run": serializers.IntegerField(), "token": serializers.CharField()}
@@ -104,7 +104,7 @@ class ExternalRunCreateApi(APIView):
 
         from webapp.runs.services import run_create, run_mark_started
 
-        data = self.Input(data=request.data)
+        data = self.ExternalRunInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         with transaction.atomic():
