@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -54,6 +55,7 @@ def ray_cluster():
         stopping = time.monotonic()
         ray.shutdown()
         print(f"\nRay stopped in {time.monotonic() - stopping:.1f} s")
+        shutil.rmtree(temp, ignore_errors=True)  # the session's logs and sockets
 
 
 @pytest.fixture
