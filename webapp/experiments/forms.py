@@ -19,6 +19,7 @@ from webapp.experiments.specs import (
     EVAL_ENGINES,
     KNOB_CHOICES,
     KNOBS,
+    SCREEN_FIELDS,
     Arm,
     ExperimentConfigError,
     knob_default,
@@ -103,6 +104,31 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         initial="evidence",
     )
     algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in ALGORITHMS], initial=_D.algorithm)
+    screen_samples = forms.IntegerField(
+        required=False,
+        min_value=0,
+        initial=_D.screen_samples,
+        label="screen: samples per question",
+        help_text="Sample the start model N times on every training question first; 0: no screen.",
+    )
+    screen_min_passes = forms.IntegerField(
+        required=False, min_value=0, initial=_D.screen_min_passes, label="screen: at least"
+    )
+    screen_max_passes = forms.IntegerField(
+        required=False,
+        min_value=-1,
+        initial=_D.screen_max_passes,
+        label="screen: at most",
+        help_text="Correct answers of N to keep a question; -1: N − 1 (a group can hold both outcomes).",
+    )
+    screen_unscreened_share = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=0.99,
+        initial=_D.screen_unscreened_share,
+        label="screen: unscreened share",
+        help_text="Share of the training set drawn from the questions the screen drops.",
+    )
     eval_batch_size = forms.IntegerField(min_value=1, initial=_D.eval_batch_size)
     eval_engine = forms.ChoiceField(
         choices=[(e, e) for e in EVAL_ENGINES],
@@ -131,6 +157,7 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         ),
         ("Judge", ("judge", "judge_base_url", "judge_model", "judge_api_key_env")),
         ("Training and budgets (training and evaluation)", BUDGETS),
+        ("Screen of the training questions", SCREEN_FIELDS),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -55,6 +55,7 @@ class ExperimentRun(models.Model):
     new run; ``attempts`` counts the runs it took (the earlier ones stay, marked crashed)."""
 
     class Role(models.TextChoices):
+        SCREEN = "screen", "start model, sampled on the training questions"
         START_EVAL = "start_eval", "start model, evaluated"
         TRAIN = "train", "training"
         EVAL = "eval", "trained model, evaluated"

@@ -146,7 +146,7 @@ def experiment_compare_query(*, experiment: Experiment) -> str:
     evals = [
         link.run_id
         for link in sorted(links.values(), key=lambda link: link.position)
-        if link.role != ExperimentRun.Role.TRAIN
+        if link.role in (ExperimentRun.Role.START_EVAL, ExperimentRun.Role.EVAL)
     ]
     if len(evals) < 2:
         return ""

@@ -22,11 +22,11 @@ from typing import Any, NamedTuple
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from trainer.config import TINY_MODEL, ConfigError, RunConfig, merge
+from trainer.config import TINY_MODEL, ConfigError
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.evaluation.services import evaluation_run_create, evaluation_run_execute
-from webapp.evaluation.specs import EvaluationConfigError, EvaluationSpec, JudgeSpec
+from webapp.evaluation.specs import EvaluationConfigError
 from webapp.experiments.inputs import experiment_dir
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.processes import (
@@ -41,11 +41,15 @@ from webapp.experiments.specs import (
     ExperimentConfigError,
     ExperimentSpec,
     experiment_spec_check,
-    option_for,
+)
+from webapp.experiments.stage_specs import (
+    evaluation_spec,
+    training_config,
+    training_config_check,
+    training_dataset,
 )
 from webapp.runs.models import Run
 from webapp.runs.services import run_mark_finished
-from webapp.training.config import judge_option, run_config
 from webapp.training.services import training_run_create
 
 logger = logging.getLogger(__name__)
@@ -97,46 +101,6 @@ def experiment_resume_request(*, experiment_id: int) -> Experiment:
     return experiment
 
 
-def training_config(spec: ExperimentSpec, arm: Arm, model: str, index: Index) -> RunConfig:
-    """One arm's trainer config: its method and reward weights, the experiment's knobs, the agent rollout on its
-    index with its judge, every other setting the trainer's default. Raises ConfigError (trainer.config's and
-    scoring's rules)."""
-    judge = spec.judge
-    option = judge_option(
-        judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
-    )
-    values = merge(
-        spec.run_values(),
-        {
-            "method": arm.method,
-            "algorithm": spec.algorithm,
-            "model": {"path": model},
-            "rollout": {
-                "factory": "agent",
-                "options": {"index": index.path, **({"judge": option} if option else {})},
-            },
-            # PPO's advantages come from the critic, so TIRESRAG's GRPO group shaping is off under PPO.
-            "reward": {"params": dict(arm.params), "tiresrag_group_shaping": spec.algorithm == "grpo"},
-        },
-    )
-    return run_config(values, output_dir="(the run's folder)", data_path="-")
-
-
-def training_config_check(spec: ExperimentSpec) -> None:
-    """Build every arm's trainer config once (trainer.config's and scoring's rules), before anything runs."""
-    experiment_spec_check(spec)
-    index = Index.objects.get(pk=spec.index_id)
-    for arm in spec.arms:
-        try:
-            training_config(spec, arm, spec.model, index)
-        except ConfigError as exc:
-            message = str(exc).split(": ", 1)[-1]
-            if exc.field.startswith("reward.params."):  # a weight of the arm's: name it
-                weight = exc.field.removeprefix("reward.params.")
-                raise ExperimentConfigError("arm", f"{arm.name}: {weight} {message}") from None
-            raise ExperimentConfigError(option_for(exc.field), f"{arm.name}: {message}") from None
-
-
 # --- Execution -------------------------------------------------------------------------------------------------
 
 
@@ -151,9 +115,15 @@ class Stage(NamedTuple):
 
 
 def experiment_stages(spec: ExperimentSpec) -> list[Stage]:
-    """In execution order: the start model in every method's format (once per method, whatever its arms), then
-    train → evaluate per arm, the baseline first."""
-    stages = [Stage(ExperimentRun.Role.START_EVAL.value, method, "") for method in spec.methods]
+    """In execution order: the screen's samples of the training questions (in the baseline arm's format), the start
+    model in every method's format (once per method, whatever its arms), then train → evaluate per arm, the
+    baseline first."""
+    baseline = spec.arm(spec.baseline)
+    stages = [
+        Stage(ExperimentRun.Role.SCREEN.value, baseline.method, f"sample-{i + 1}")
+        for i in range(spec.screen_samples)
+    ]
+    stages += [Stage(ExperimentRun.Role.START_EVAL.value, method, "") for method in spec.methods]
     for arm in spec.ordered_arms():
         stages += [
             Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name),
@@ -186,29 +156,9 @@ def _create_train_run(experiment: Experiment, spec: ExperimentSpec, arm: Arm, mo
         user=experiment.created_by,
         name=f"exp{experiment.pk} train · {arm.name}",
         config=training_config(spec, arm, model, index),
-        dataset=Dataset.objects.get(pk=spec.train_dataset_id),
+        dataset=training_dataset(experiment, spec),
         index=index,
         enqueue=False,
-    )
-
-
-def _evaluation_spec(spec: ExperimentSpec, arm: Arm, model: str) -> EvaluationSpec:
-    """An evaluation in the arm's format, its rewards with the arm's weights (the start model's: the method's)."""
-    judge = spec.judge
-    config = training_config(spec, arm, model, Index.objects.get(pk=spec.index_id))
-    return EvaluationSpec(
-        method=arm.method,
-        model=model,
-        dataset_ids=(spec.eval_dataset_id,),
-        index_id=spec.index_id,
-        judge=JudgeSpec(
-            kind=judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
-        ),
-        params=dict(arm.params),
-        # The training budgets: the models are evaluated in the conditions they were trained in.
-        rollout={**config.agent_budgets(), "seed": spec.seed},
-        batch_size=spec.eval_batch_size,
-        backend=spec.eval_engine,
     )
 
 
@@ -272,8 +222,11 @@ def _run_stage(
         )
         return _supervised(run)
     start = Stage(ExperimentRun.Role.START_EVAL.value, stage.method, "")
-    if stage.role == ExperimentRun.Role.START_EVAL:
-        arm, model, base_run_id, label = Arm(stage.method, stage.method), start_model, None, "start"
+    sample = 0
+    if stage.role in (ExperimentRun.Role.SCREEN, ExperimentRun.Role.START_EVAL):
+        sample = int(stage.arm.rsplit("-", 1)[-1]) if stage.role == ExperimentRun.Role.SCREEN else 0
+        arm, model, base_run_id = Arm(stage.method, stage.method), start_model, None
+        label = f"screen {sample}" if sample else "start"
     else:
         arm = spec.arm(stage.arm)
         train = _link(experiment, Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name))
@@ -291,14 +244,18 @@ def _run_stage(
     with transaction.atomic():
         run = evaluation_run_create(
             user=experiment.created_by,
-            spec=_evaluation_spec(spec, arm, model),
+            spec=evaluation_spec(spec, arm, model, sample),
             name=f"exp{experiment.pk} {label} · {arm.name}",
             base_run_id=base_run_id,
             enqueue=False,
         )
         _attach(experiment, stage, position, run)
     experiment_log(
-        experiment.pk, f"evaluating the {label} model in {arm.method}'s format: run #{run.pk}", say
+        experiment.pk,
+        f"screen sample {sample}: the start model on the training questions, run #{run.pk}"
+        if sample
+        else f"evaluating the {label} model in {arm.method}'s format: run #{run.pk}",
+        say,
     )
     return evaluation_run_execute(run_id=run.pk)
 
@@ -350,7 +307,7 @@ def experiment_execute(*, experiment_id: int, say: Say | None = None) -> Experim
                 f"stage {position + 1}/{len(stages)} {stage.label}: run #{run.pk} finished",
                 say,
             )
-            if stage.role != ExperimentRun.Role.TRAIN:
+            if stage.role in (ExperimentRun.Role.START_EVAL, ExperimentRun.Role.EVAL):
                 experiment_store_result(experiment_id=experiment_id)
     except (ExperimentConfigError, EvaluationConfigError, ConfigError) as exc:
         experiment_log(experiment_id, f"failed: {exc}", say)

@@ -70,6 +70,7 @@ OPTION_FOR_CONFIG = {
 }
 
 
+SCREEN_FIELDS = ("screen_samples", "screen_min_passes", "screen_max_passes", "screen_unscreened_share")
 KNOB_CHOICES = {"training.lr_scheduler_type": LR_SCHEDULES}
 
 
@@ -168,6 +169,13 @@ class ExperimentSpec:
     algorithm: str = "grpo"
     # trainer.config values every arm trains with (the KNOBS), laid over RUN_DEFAULTS.
     run: dict[str, Any] = field(default_factory=dict)
+    # The screen of the training questions by the start model's pass rate (webapp.experiments.screening): n samples
+    # per question (0: no screen), keep those answered in min..max of them (max -1: n - 1, i.e. every question whose
+    # group can hold both outcomes), plus a share of the final set drawn from the rest.
+    screen_samples: int = 0
+    screen_min_passes: int = 1
+    screen_max_passes: int = -1
+    screen_unscreened_share: float = 0.0
     eval_batch_size: int = 32
     # The evaluations' engine: "transformers", or "vllm" (`make vllm`; about 4× the rollouts per second on this
     # CPU). Training always runs on the trainer's engine; the two engines sample differently, so compare runs of one
@@ -188,6 +196,12 @@ class ExperimentSpec:
     @property
     def seed(self) -> int:
         return int(self.knob("training.seed"))
+
+    @property
+    def screen_range(self) -> tuple[int, int]:
+        """The pass counts a screened question may have, inclusive."""
+        high = self.screen_samples - 1 if self.screen_max_passes < 0 else self.screen_max_passes
+        return self.screen_min_passes, high
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -277,6 +291,15 @@ def experiment_spec_check(spec: ExperimentSpec) -> None:
     for name in ("eval_batch_size", "resamples"):
         if getattr(spec, name) < 1:
             raise ExperimentConfigError(name, "at least 1")
+    if spec.screen_samples < 0:
+        raise ExperimentConfigError("screen_samples", "at least 0 (0: no screen)")
+    low, high = spec.screen_range
+    if spec.screen_samples and not 0 <= low <= high <= spec.screen_samples:
+        raise ExperimentConfigError(
+            "screen_min_passes", f"need 0 ≤ min ≤ max ≤ samples, got {low}..{high} of {spec.screen_samples}"
+        )
+    if not 0.0 <= spec.screen_unscreened_share < 1.0:
+        raise ExperimentConfigError("screen_unscreened_share", "a share in [0, 1)")
     unknown_knobs = [p for p in _leaves(spec.run) if p not in KNOBS]
     if unknown_knobs:
         raise ExperimentConfigError("run", f"{unknown_knobs[0]} is not an experiment setting")

@@ -13,7 +13,7 @@ from webapp.experiments import inputs, selectors, services
 from webapp.experiments.forms import KNOB_FIELDS, ExperimentForm
 from webapp.experiments.models import Experiment
 from webapp.experiments.reporting import TITLES, delta_cell, interval_cell, value_cell
-from webapp.experiments.specs import ExperimentConfigError, ExperimentSpec
+from webapp.experiments.specs import SCREEN_FIELDS, ExperimentConfigError, ExperimentSpec
 
 FIELD_FOR = {
     "train": "train_dataset",
@@ -48,6 +48,7 @@ def _spec(form: ExperimentForm) -> ExperimentSpec:
         ),
         algorithm=data["algorithm"],
         eval_batch_size=data["eval_batch_size"],
+        **{name: data[name] for name in SCREEN_FIELDS if data.get(name) is not None},
         eval_engine=data["eval_engine"],
         resamples=data["resamples"],
     )

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from webapp.corpora.models import Index
-from webapp.experiments import inputs, processes, services
+from webapp.experiments import inputs, processes, services, stage_specs
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.specs import ExperimentConfigError, JudgeChoice
 from webapp.runs.models import Run
@@ -254,9 +254,9 @@ def test_the_spec_is_checked(make_spec: Any) -> None:
 
 def test_the_evaluations_run_on_the_chosen_engine(make_spec: Any) -> None:
     spec = make_spec(eval_engine="vllm")
-    evaluation = services._evaluation_spec(spec, spec.arm("hiprag"), spec.model)
+    evaluation = stage_specs.evaluation_spec(spec, spec.arm("hiprag"), spec.model)
     assert evaluation.backend == "vllm" and evaluation.batch_size == spec.eval_batch_size
-    assert services._evaluation_spec(make_spec(), spec.arm("hiprag"), spec.model).backend == "transformers"
+    assert stage_specs.evaluation_spec(make_spec(), spec.arm("hiprag"), spec.model).backend == "transformers"
 
 
 def test_a_spec_stored_with_flat_knobs_still_loads() -> None:
@@ -362,3 +362,42 @@ def test_the_migration_turns_a_stored_experiment_into_an_arm_per_method(make_spe
         ("start_eval", ""),
         ("train", "hiprag"),
     ]
+
+
+def test_the_screen_samples_the_start_model_and_trains_on_the_questions_it_kept(
+    make_spec: Any, fake_stages: dict[str, Any]
+) -> None:
+    spec = make_spec(screen_samples=2, screen_min_passes=2, screen_max_passes=2)
+    experiment = services.experiment_create(user=None, spec=spec, enqueue=False)
+
+    experiment = services.experiment_execute(experiment_id=experiment.pk)
+
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error
+    screens = list(experiment.links.filter(role="screen").select_related("run").order_by("position"))
+    assert [(link.position, link.arm) for link in screens] == [(0, "sample-1"), (1, "sample-2")]
+    for sample, link in enumerate(screens, start=1):  # the training questions, sampled as training samples
+        assert link.run.config["dataset_ids"] == [spec.train_dataset_id]
+        assert link.run.config["rollout"]["seed"] == spec.seed + sample
+        assert link.run.config["rollout"]["temperature"] == 1.0
+    train = experiment.links.get(role="train", arm="hiprag").run
+    assert train.dataset_id != spec.train_dataset_id and train.dataset.name.startswith(
+        "experiment-train-screened-2-2-of-2"
+    )
+    from webapp.datasets.models import Question
+
+    screened = [q.metadata["screen"] for q in Question.objects.filter(dataset=train.dataset)]
+    assert len(screened) == 4 and all(s == {"passes": 2, "samples": 2, "kept": "screened"} for s in screened)
+    assert len(experiment.result["rows"]) == 4  # the screen adds no row to the table
+
+
+def test_the_screen_keeps_a_share_unscreened() -> None:
+    from webapp.experiments.screening import screened_rows
+
+    rows = [{"id": f"q{i}", "question": f"{i}?", "golden_answers": ["x"]} for i in range(10)]
+    counts = {"q0": 1, "q1": 2, "q2": 3, "q3": 0}  # of 4 samples; the rest never answered
+
+    kept = screened_rows(rows, counts, samples=4, low=1, high=3, unscreened_share=0.25, seed=0)
+
+    assert [r["id"] for r in kept][:3] == ["q0", "q1", "q2"]
+    assert [r["metadata"]["screen"]["kept"] for r in kept] == ["screened"] * 3 + ["unscreened"]
+    assert kept[3]["metadata"]["screen"]["passes"] == 0

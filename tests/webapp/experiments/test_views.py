@@ -60,6 +60,7 @@ def test_it_starts_an_experiment_from_the_browser(
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = researcher_client.post("/experiments/", data)
+    assert response.status_code == 302, response.context["form"].errors
     experiment = Experiment.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/experiments/{experiment.pk}/"
     delay.assert_called_once_with(experiment.pk)

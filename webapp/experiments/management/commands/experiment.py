@@ -26,6 +26,7 @@ from webapp.experiments.specs import (
     EVAL_ENGINES,
     KNOB_CHOICES,
     KNOBS,
+    SCREEN_FIELDS,
     Arm,
     ExperimentConfigError,
     ExperimentSpec,
@@ -117,6 +118,34 @@ class Command(BaseCommand):
                 default=knob_default(path),
                 help=f.metadata.get("help", "").replace("%", "%%") + f" ({path}; default %(default)s)",
             )
+        screen = parser.add_argument_group(
+            "screen of the training questions by the start model's pass rate (docs/experiment.md)"
+        )
+        screen.add_argument(
+            "--screen-samples",
+            type=int,
+            default=_D.screen_samples,
+            metavar="N",
+            help="sample the start model N times per training question (0: no screen)",
+        )
+        screen.add_argument(
+            "--screen-min-passes",
+            type=int,
+            default=_D.screen_min_passes,
+            help="keep questions answered at least this often",
+        )
+        screen.add_argument(
+            "--screen-max-passes",
+            type=int,
+            default=_D.screen_max_passes,
+            help="... and at most this often (-1: N - 1: a group can then hold both outcomes)",
+        )
+        screen.add_argument(
+            "--screen-unscreened-share",
+            type=float,
+            default=_D.screen_unscreened_share,
+            help="share of the training set drawn from the questions the screen drops",
+        )
         parser.add_argument("--eval-batch-size", type=int, default=_D.eval_batch_size)
         parser.add_argument(
             "--eval-engine",
@@ -196,6 +225,7 @@ class Command(BaseCommand):
                 judge=judge,
                 algorithm=options["algorithm"],
                 eval_batch_size=options["eval_batch_size"],
+                **{name: options[name] for name in SCREEN_FIELDS},
                 eval_engine=options["eval_engine"],
                 resamples=options["resamples"],
             )

@@ -1,0 +1,111 @@
+"""What each stage of an experiment runs: an arm's trainer config (checked for every arm before anything runs), the
+training questions (screened or not), and an evaluation's spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.config import ConfigError, RunConfig, merge
+from webapp.corpora.models import Index
+from webapp.datasets.models import Dataset
+from webapp.evaluation.specs import EvaluationSpec, JudgeSpec
+from webapp.experiments.inputs import dataset_rows, experiment_dataset
+from webapp.experiments.models import Experiment, ExperimentRun
+from webapp.experiments.screening import pass_counts, screened_rows
+from webapp.experiments.specs import (
+    Arm,
+    ExperimentConfigError,
+    ExperimentSpec,
+    experiment_spec_check,
+    option_for,
+)
+from webapp.runs.models import Run
+from webapp.training.config import judge_option, run_config
+
+
+def training_config(spec: ExperimentSpec, arm: Arm, model: str, index: Index) -> RunConfig:
+    """One arm's trainer config: its method and reward weights, the experiment's knobs, the agent rollout on its
+    index with its judge, every other setting the trainer's default. Raises ConfigError (trainer.config's and
+    scoring's rules)."""
+    judge = spec.judge
+    option = judge_option(
+        judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
+    )
+    values = merge(
+        spec.run_values(),
+        {
+            "method": arm.method,
+            "algorithm": spec.algorithm,
+            "model": {"path": model},
+            "rollout": {
+                "factory": "agent",
+                "options": {"index": index.path, **({"judge": option} if option else {})},
+            },
+            # PPO's advantages come from the critic, so TIRESRAG's GRPO group shaping is off under PPO.
+            "reward": {"params": dict(arm.params), "tiresrag_group_shaping": spec.algorithm == "grpo"},
+        },
+    )
+    return run_config(values, output_dir="(the run's folder)", data_path="-")
+
+
+def training_config_check(spec: ExperimentSpec) -> None:
+    """Build every arm's trainer config once (trainer.config's and scoring's rules), before anything runs."""
+    experiment_spec_check(spec)
+    index = Index.objects.get(pk=spec.index_id)
+    for arm in spec.arms:
+        try:
+            training_config(spec, arm, spec.model, index)
+        except ConfigError as exc:
+            message = str(exc).split(": ", 1)[-1]
+            if exc.field.startswith("reward.params."):  # a weight of the arm's: name it
+                weight = exc.field.removeprefix("reward.params.")
+                raise ExperimentConfigError("arm", f"{arm.name}: {weight} {message}") from None
+            raise ExperimentConfigError(option_for(exc.field), f"{arm.name}: {message}") from None
+
+
+def training_dataset(experiment: Experiment, spec: ExperimentSpec) -> Dataset:
+    """What every arm trains on: the chosen questions, or (with a screen) those the screen kept — the same rows
+    each time it is asked, so the same dataset (webapp.experiments.screening)."""
+    chosen = Dataset.objects.get(pk=spec.train_dataset_id)
+    if not spec.screen_samples:
+        return chosen
+    runs = [
+        link.run_id
+        for link in ExperimentRun.objects.filter(experiment=experiment, role=ExperimentRun.Role.SCREEN)
+        if link.run.status == Run.Status.FINISHED
+    ]
+    low, high = spec.screen_range
+    rows = screened_rows(
+        dataset_rows(chosen),
+        pass_counts(runs),
+        samples=spec.screen_samples,
+        low=low,
+        high=high,
+        unscreened_share=spec.screen_unscreened_share,
+        seed=spec.seed,
+    )
+    return experiment_dataset(rows=rows, label=f"train-screened-{low}-{high}-of-{spec.screen_samples}")
+
+
+def evaluation_spec(spec: ExperimentSpec, arm: Arm, model: str, screen_sample: int = 0) -> EvaluationSpec:
+    """An evaluation in the arm's format, its rewards with the arm's weights (the start model's: the method's); a
+    screen's sample (1..n) is the start model on the training questions, sampled as training samples them."""
+    judge = spec.judge
+    config = training_config(spec, arm, model, Index.objects.get(pk=spec.index_id))
+    rollout: dict[str, Any] = {**config.agent_budgets(), "seed": spec.seed}
+    if screen_sample:
+        rollout.update(seed=spec.seed + screen_sample, temperature=config.training.temperature)
+    return EvaluationSpec(
+        method=arm.method,
+        model=model,
+        dataset_ids=(spec.train_dataset_id if screen_sample else spec.eval_dataset_id,),
+        index_id=spec.index_id,
+        judge=JudgeSpec(
+            kind=judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
+        ),
+        params=dict(arm.params),
+        # The training budgets: the models are evaluated in the conditions they were trained in.
+        rollout=rollout,
+        batch_size=spec.eval_batch_size,
+        backend=spec.eval_engine,
+    )
