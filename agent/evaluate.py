@@ -137,48 +137,67 @@ def _answer_metrics(trajectory: Trajectory, golds: Sequence[str]) -> tuple[bool,
     return exact_match(answer, golds), cover_exact_match(answer, golds), token_f1(answer, golds).f1
 
 
+def _hiprag_judgements(record: TrajectoryRecord) -> dict[str, Any]:
+    by_step: dict[int, Verdict | None] = {}
+    rules: dict[int, str] = {}  # the evidence judge's rule behind an over-search flag
+    for detector in (det.OVER_SEARCH, det.UNDER_SEARCH):
+        for result in record.verdicts.get(detector, []):
+            if result.step_index is not None:
+                by_step[result.step_index] = result.verdict
+                if result.rule:
+                    rules[result.step_index] = result.rule
+    flags = [by_step.get(i) for i in range(len(record.trajectory.steps))]
+    # The scorer reads a list up to the last step it needs; stop at the first step without a verdict.
+    known = []
+    for flag in flags:
+        if flag is None:
+            break
+        known.append(flag.value)
+    if rules:
+        return {"step_flags": known, "step_rules": [rules.get(i) for i in range(len(known))]}
+    return {"step_flags": known}
+
+
+def _autosearch_judgements(record: TrajectoryRecord) -> dict[str, Any]:
+    return {"intermediate_answers": list(record.intermediate_answers or [])}
+
+
+def _searchp1_judgements(record: TrajectoryRecord) -> dict[str, Any]:
+    path = record.verdicts.get(det.PATH, [])
+    plan = record.verdicts.get(det.REFERENCE_PLAN, [])
+    evaluation = path[0].value if path and path[0].verdict is None else None
+    reference = plan[0].value if plan and isinstance(plan[0].value, ReferencePlan) else None
+    fields = None
+    if evaluation is not None:
+        fields = {name: getattr(evaluation, name) for name in SearchP1Evaluation.__dataclass_fields__}
+    return {"evaluation": fields, "n_ref_steps": len(reference.path) if reference else None}
+
+
+def _tiresrag_judgements(record: TrajectoryRecord) -> dict[str, Any]:
+    sufficiency = record.verdicts.get(det.SUFFICIENCY, [])
+    thinking = record.verdicts.get(det.THINKING, [])
+    out: dict[str, Any] = {}
+    if sufficiency and sufficiency[0].verdict is not None:
+        out["sufficiency"] = sufficiency[0].verdict.value
+    if thinking:
+        out["thinking"] = thinking[0].score if thinking[0].verdict is None else thinking[0].verdict.value
+    return out
+
+
+# Each method's verdicts as the scorer's ``judgements`` (scoring.scorer.METHODS[method].judgements); Search-R1
+# reads none.
+JUDGEMENTS: dict[str, Callable[[TrajectoryRecord], dict[str, Any]]] = {
+    "hiprag": _hiprag_judgements,
+    "autosearch": _autosearch_judgements,
+    "search_p1": _searchp1_judgements,
+    "tiresrag": _tiresrag_judgements,
+}
+
+
 def record_judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
     """The scorer's ``judgements`` for this method, as JSON-like values ("error"/"unparseable" kept as such)."""
-    if method == "hiprag":
-        by_step: dict[int, Verdict | None] = {}
-        rules: dict[int, str] = {}  # the evidence judge's rule behind an over-search flag
-        for detector in (det.OVER_SEARCH, det.UNDER_SEARCH):
-            for result in record.verdicts.get(detector, []):
-                if result.step_index is not None:
-                    by_step[result.step_index] = result.verdict
-                    if result.rule:
-                        rules[result.step_index] = result.rule
-        flags = [by_step.get(i) for i in range(len(record.trajectory.steps))]
-        # The scorer reads a list up to the last step it needs; stop at the first step without a verdict.
-        known = []
-        for flag in flags:
-            if flag is None:
-                break
-            known.append(flag.value)
-        if rules:
-            return {"step_flags": known, "step_rules": [rules.get(i) for i in range(len(known))]}
-        return {"step_flags": known}
-    if method == "autosearch":
-        return {"intermediate_answers": list(record.intermediate_answers or [])}
-    if method == "search_p1":
-        path = record.verdicts.get(det.PATH, [])
-        plan = record.verdicts.get(det.REFERENCE_PLAN, [])
-        evaluation = path[0].value if path and path[0].verdict is None else None
-        reference = plan[0].value if plan and isinstance(plan[0].value, ReferencePlan) else None
-        fields = None
-        if evaluation is not None:
-            fields = {name: getattr(evaluation, name) for name in SearchP1Evaluation.__dataclass_fields__}
-        return {"evaluation": fields, "n_ref_steps": len(reference.path) if reference else None}
-    if method == "tiresrag":
-        sufficiency = record.verdicts.get(det.SUFFICIENCY, [])
-        thinking = record.verdicts.get(det.THINKING, [])
-        out: dict[str, Any] = {}
-        if sufficiency and sufficiency[0].verdict is not None:
-            out["sufficiency"] = sufficiency[0].verdict.value
-        if thinking:
-            out["thinking"] = thinking[0].score if thinking[0].verdict is None else thinking[0].verdict.value
-        return out
-    return {}
+    found = JUDGEMENTS.get(method)
+    return found(record) if found is not None else {}
 
 
 def score_record(method: str, record: TrajectoryRecord, params: Mapping[str, Any] | None = None) -> None:
@@ -216,7 +235,7 @@ async def evaluate(
     loop = METHODS[method]()
     records: list[TrajectoryRecord] = []
     plan_tasks: dict[str, asyncio.Task[det.JudgeResult]] = {}
-    if method == "search_p1" and judges.judge is not None:
+    if method in REFERENCE_PLAN_METHODS and judges.judge is not None:
         judge = judges.judge
         for q in questions:  # Algorithm 1 runs ahead of (and alongside) the rollouts; cached per question
             plan_tasks[q.id] = asyncio.create_task(
@@ -292,15 +311,9 @@ async def _judge_record(
         elif judges.reask:  # over-search comes from the re-ask test, after the rollouts
             found = {det.UNDER_SEARCH: found[det.UNDER_SEARCH]}
         record.verdicts.update(found)
-    if judge is not None:
-        if method == "hiprag" and trajectory.valid and not judges.evidence:
-            work[det.UNDER_SEARCH] = det.hiprag_under_search(judges.under_search_judge or judge, trajectory)
-        elif method == "tiresrag":
-            work[det.SUFFICIENCY] = _one(det.tiresrag_sufficiency(judge, q.text, q.golds, trajectory))
-            work[det.THINKING] = _one(det.tiresrag_thinking(judge, q.text, trajectory))
-        elif method == "search_p1":
-            work[det.REFERENCE_PLAN] = _one(_plan(plan_tasks[q.id]))
-            work[det.PATH] = _one(_evaluate_path(judge, record, plan_tasks[q.id]))
+    llm_work = LLM_JUDGE_WORK.get(method)
+    if judge is not None and llm_work is not None:
+        work.update(llm_work(record, judges, judge, plan_tasks))
     if judges.answer_judge is not None:
         work[det.ANSWER] = _one(
             det.answer_correctness(judges.answer_judge, q.text, q.golds, trajectory.answer)
@@ -308,6 +321,48 @@ async def _judge_record(
     results = await asyncio.gather(*work.values())
     for name, result in zip(work, results, strict=True):
         record.verdicts[name] = result
+
+
+Plans = Mapping[str, asyncio.Task[det.JudgeResult]]  # a reference-plan task per question id
+
+
+def _hiprag_llm_work(
+    record: TrajectoryRecord, judges: Judges, judge: ChatJudge, plans: Plans
+) -> dict[str, Any]:
+    """HiPRAG's under-search detector on the LLM judge (the evidence judge has its own; over-search is a re-ask of
+    the policy, after the rollouts)."""
+    if not record.trajectory.valid or judges.evidence:
+        return {}
+    return {det.UNDER_SEARCH: det.hiprag_under_search(judges.under_search_judge or judge, record.trajectory)}
+
+
+def _tiresrag_llm_work(
+    record: TrajectoryRecord, judges: Judges, judge: ChatJudge, plans: Plans
+) -> dict[str, Any]:
+    q, trajectory = record.question, record.trajectory
+    return {
+        det.SUFFICIENCY: _one(det.tiresrag_sufficiency(judge, q.text, q.golds, trajectory)),
+        det.THINKING: _one(det.tiresrag_thinking(judge, q.text, trajectory)),
+    }
+
+
+def _searchp1_llm_work(
+    record: TrajectoryRecord, judges: Judges, judge: ChatJudge, plans: Plans
+) -> dict[str, Any]:
+    """The reference plan (Search-P1's Algorithm 1, started per question before the rollouts) and the path
+    evaluation against it."""
+    plan = plans[record.question.id]
+    return {det.REFERENCE_PLAN: _one(_plan(plan)), det.PATH: _one(_evaluate_path(judge, record, plan))}
+
+
+# What each method asks of the LLM judge per trajectory: {detector: awaitable of its verdicts}.
+LLM_JUDGE_WORK: dict[str, Callable[[TrajectoryRecord, Judges, ChatJudge, Plans], dict[str, Any]]] = {
+    "hiprag": _hiprag_llm_work,
+    "tiresrag": _tiresrag_llm_work,
+    "search_p1": _searchp1_llm_work,
+}
+# Methods whose judge needs a reference plan per question before the rollouts (Search-P1's Algorithm 1).
+REFERENCE_PLAN_METHODS = frozenset({"search_p1"})
 
 
 async def _one(coroutine: Any) -> list[det.JudgeResult]:
