@@ -409,8 +409,15 @@ def demonstration_examples(
             kept = 0
             for demo in demos:
                 example = tokenized(demo, tokenizer)
-                usable = demo.valid and len(example["input_ids"]) <= config.training.max_length
+                too_long = len(example["input_ids"]) > config.training.max_length
+                usable = demo.valid and not too_long
                 kept += usable
+                error = demo.error or (
+                    f"{len(example['input_ids'])} tokens, over training.max_length "
+                    f"({config.training.max_length})"
+                    if too_long
+                    else ""
+                )
                 if usable:
                     examples.append(example)
                 handle.write(
@@ -422,7 +429,7 @@ def demonstration_examples(
                             "redundant": demo.redundant,
                             "valid": demo.valid,
                             "used": usable,
-                            "error": demo.error,
+                            "error": error,
                             "tokens": len(example["input_ids"]),
                             "prompt": demo.prompt,
                             "response": demo.rollout.text,
@@ -678,14 +685,15 @@ def _train_cached(
 WARM_MODEL_NAME = "SmolLM2-135M-Instruct-warm"
 DEMO_METHODS = ("hiprag", "search_r1")
 # The recipe of the demo's warm model: bumped whenever the demonstrations or the demo's warm-start settings change,
-# so a model cached by an older recipe is rebuilt instead of reused. 2: conclusions of at most 14 words from the
-# hop's own passage, no model turn over the 64-token turn budget (recipe 1, 30-word conclusions: format-ok 0.850).
-# (Stripping parentheticals in one linear pass, not a regex, changed 1 of its 112 demonstrations, a Search-R1 one:
-# not worth a rebuild, so still recipe 2.)
-DEMO_RECIPE = 2
-# The demo's data and training settings beyond the defaults (recipe 3 sets them).
+# so a model cached by an older recipe is rebuilt instead of reused. 1: 30-word conclusions (format-ok 0.850).
+# 2: conclusions of at most 14 words from the hop's own passage, no model turn over the 64-token turn budget
+# (HiPRAG 0.950, Search-R1 0.525). 3: Search-R1's turns say where the plan stands; the cached trainer (frozen
+# layers and shared prompt prefixes once, the LM head on the model's tokens only) with the top 6 layers trained
+# at 5e-4 (docs/warm_start.md has the figures).
+DEMO_RECIPE = 3
+# The demo's data and training settings beyond the defaults.
 DEMO_DATA: dict[str, Any] = {}
-DEMO_TRAINING: dict[str, Any] = {}
+DEMO_TRAINING: dict[str, Any] = {"trainable_layers": 6, "learning_rate": 5e-4}
 
 
 def demo_warm_model_recipe(target: Path) -> int | None:
