@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from webapp.common.commands import user_by_name_option
 from webapp.common.judge_options import add_judge_arguments
 from webapp.datasets.models import Dataset
 from webapp.evaluation import selectors
@@ -55,11 +55,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         spec = self._spec(options)
-        user = None
-        if options["user"]:
-            user = get_user_model().objects.filter(username=options["user"]).first()
-            if user is None:
-                raise CommandError(f"--user: no user named {options['user']!r}")
+        user = user_by_name_option(options["user"])
         try:
             run = evaluation_run_create(user=user, spec=spec, name=options["name"], enqueue=False)
         except EvaluationConfigError as exc:

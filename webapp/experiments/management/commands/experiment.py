@@ -7,10 +7,10 @@ import json
 import signal
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from trainer.config import ALGORITHMS, config_field
+from webapp.common.commands import user_by_name_option
 from webapp.common.judge_options import add_judge_arguments
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
@@ -36,6 +36,14 @@ from webapp.experiments.specs import (
 )
 
 _D = DEFAULTS
+
+
+SCREEN_HELP = (  # the spec's screen fields (webapp.experiments.screening)
+    ("screen_samples", "N", "sample the start model N times per training question (0: no screen)"),
+    ("screen_min_passes", "K", "keep questions answered at least K times"),
+    ("screen_max_passes", "K", "... and at most K times (-1: N - 1: a group can then hold both outcomes)"),
+    ("screen_unscreened_share", "S", "share of the training set drawn from the questions the screen drops"),
+)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -121,31 +129,15 @@ class Command(BaseCommand):
         screen = parser.add_argument_group(
             "screen of the training questions by the start model's pass rate (docs/experiment.md)"
         )
-        screen.add_argument(
-            "--screen-samples",
-            type=int,
-            default=_D.screen_samples,
-            metavar="N",
-            help="sample the start model N times per training question (0: no screen)",
-        )
-        screen.add_argument(
-            "--screen-min-passes",
-            type=int,
-            default=_D.screen_min_passes,
-            help="keep questions answered at least this often",
-        )
-        screen.add_argument(
-            "--screen-max-passes",
-            type=int,
-            default=_D.screen_max_passes,
-            help="... and at most this often (-1: N - 1: a group can then hold both outcomes)",
-        )
-        screen.add_argument(
-            "--screen-unscreened-share",
-            type=float,
-            default=_D.screen_unscreened_share,
-            help="share of the training set drawn from the questions the screen drops",
-        )
+        for name, metavar, help_text in SCREEN_HELP:
+            default = getattr(_D, name)
+            screen.add_argument(
+                f"--{name.replace('_', '-')}",
+                type=type(default),
+                default=default,
+                metavar=metavar,
+                help=help_text,
+            )
         parser.add_argument("--eval-batch-size", type=int, default=_D.eval_batch_size)
         parser.add_argument(
             "--eval-engine",
@@ -188,11 +180,7 @@ class Command(BaseCommand):
             )
 
     def _create(self, options: dict[str, Any]) -> Experiment:
-        user = None
-        if options["user"]:
-            user = get_user_model().objects.filter(username=options["user"]).first()
-            if user is None:
-                raise CommandError(f"--user: no user named {options['user']!r}")
+        user = user_by_name_option(options["user"])
         try:
             if options["arm"] and options["methods"]:
                 raise ExperimentConfigError("arm", "give --arm or --methods, not both")
