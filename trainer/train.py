@@ -36,6 +36,35 @@ DEMO_QUESTIONS = [
 ]
 
 
+def read_question_rows(path: str | Path) -> list[dict[str, Any]]:
+    """A FlashRAG JSONL file's question rows ({"id", "question", "golden_answers", "metadata"}), each with an ``id``
+    (its line number when it has none); a missing file or a bad line is a ConfigError on ``data.path`` naming both."""
+    from trainer.config import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("data.path", f"{path} does not exist")
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise TypeError("not a JSON object")
+                missing = [key for key in ("question", "golden_answers") if key not in row]
+                if missing:
+                    raise KeyError(missing[0])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    "data.path", f"{path}:{number}: not a FlashRAG question row ({exc})"
+                ) from None
+            row.setdefault("id", str(number))
+            rows.append(row)
+    return rows
+
+
 def load_rows(config: RunConfig) -> list[dict[str, Any]]:
     """Dataset rows: ``prompt`` (from the template), ``question``, ``golden_answers``, ``id``, ``dataset``."""
     from trainer.config import ConfigError
@@ -45,29 +74,19 @@ def load_rows(config: RunConfig) -> list[dict[str, Any]]:
         raw = [{"id": i, "question": q, "golden_answers": g} for i, q, g in DEMO_QUESTIONS]
     else:
         path = Path(config.data.path)
-        if not path.is_file():
-            raise ConfigError("data.path", f"{path} does not exist")
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                    question, golds = item["question"], item["golden_answers"]
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise ConfigError(
-                        "data.path", f"{path}:{number}: not a FlashRAG question row ({exc})"
-                    ) from None
-                metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
-                raw.append(
-                    {
-                        "id": str(item.get("id", number)),
-                        "question": question,
-                        "golden_answers": [golds] if isinstance(golds, str) else list(golds),
-                        "dataset": str(metadata.get("data_source") or item.get("data_source") or path.stem),
-                        "supporting_titles": [str(t) for t in metadata.get("supporting_titles") or ()],
-                    }
-                )
+        for item in read_question_rows(path):
+            golds = item["golden_answers"]
+            found = item.get("metadata")
+            metadata: dict[str, Any] = found if isinstance(found, dict) else {}
+            raw.append(
+                {
+                    "id": str(item["id"]),
+                    "question": item["question"],
+                    "golden_answers": [golds] if isinstance(golds, str) else list(golds),
+                    "dataset": str(metadata.get("data_source") or item.get("data_source") or path.stem),
+                    "supporting_titles": [str(t) for t in metadata.get("supporting_titles") or ()],
+                }
+            )
     if config.data.limit:
         raw = raw[: config.data.limit]
     if not raw:

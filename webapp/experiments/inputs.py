@@ -28,26 +28,14 @@ def experiment_dir(experiment_id: int) -> Path:
 
 
 def read_question_file(path: str | Path) -> list[dict[str, Any]]:
-    """FlashRAG JSONL rows ({"id", "question", "golden_answers", "metadata"}); errors name the file and line."""
-    path = Path(path)
-    if not path.is_file():
-        raise ExperimentConfigError("questions", f"{path} does not exist")
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if "question" not in row or "golden_answers" not in row:
-                    raise KeyError("question" if "question" not in row else "golden_answers")
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ExperimentConfigError(
-                    "questions", f"{path}:{number}: not a FlashRAG question row ({exc})"
-                ) from None
-            row.setdefault("id", str(number))
-            rows.append(row)
-    return rows
+    """FlashRAG JSONL rows, read as the trainer reads them; errors name the file and line."""
+    from trainer.config import ConfigError
+    from trainer.train import read_question_rows
+
+    try:
+        return read_question_rows(path)
+    except ConfigError as exc:
+        raise ExperimentConfigError("questions", str(exc).split(": ", 1)[-1]) from None
 
 
 def dataset_rows(dataset: Dataset) -> list[dict[str, Any]]:
