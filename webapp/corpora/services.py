@@ -130,6 +130,20 @@ def index_create(*, corpus: Corpus, kind: str, encoder: str, name: str = "", enq
     return index
 
 
+def corpus_for_file(*, path: str) -> Corpus:
+    """The corpus row of a corpus file whose passages stay in the file (an index built outside the worker reads
+    them from there): the oldest row with that source, else a new one named after the file's folder and stem."""
+    corpus = Corpus.objects.filter(source_path=path).order_by("pk").first()
+    if corpus is not None:
+        return corpus
+    base = f"{Path(path).parent.name or 'corpus'}-{Path(path).stem}"
+    name, n = base, 1
+    while Corpus.objects.filter(name=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return Corpus.objects.create(name=name, source_path=path, passage_count=0)
+
+
 def index_register_ready(*, corpus: Corpus, folder: str | Path, name: str = "") -> Index:
     """A ready Index row for a folder built outside the retrieval worker (``retrieval.index.build_index``), as
     :func:`index_build` would have left it; its metadata comes from the folder (``RetrievalIndexError`` when it

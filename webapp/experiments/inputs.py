@@ -12,8 +12,8 @@ from typing import Any
 from django.conf import settings
 
 from trainer.config import TINY_MODEL
-from webapp.corpora.models import Corpus, Index
-from webapp.corpora.services import index_register_ready
+from webapp.corpora.models import Index
+from webapp.corpora.services import corpus_for_file, index_register_ready
 from webapp.datasets.models import Dataset, Question
 from webapp.datasets.services import dataset_import
 from webapp.experiments.specs import ExperimentConfigError, JudgeChoice
@@ -101,14 +101,7 @@ def index_for_folder(path: str | Path) -> Index:
         metadata = IndexMetadata.read(folder)
     except (RetrievalIndexError, OSError, ValueError, TypeError) as exc:
         raise ExperimentConfigError("index", str(exc)) from None
-    corpus = Corpus.objects.filter(source_path=metadata.corpus_path).order_by("pk").first()
-    if corpus is None:
-        base = f"{Path(metadata.corpus_path).parent.name or 'corpus'}-{Path(metadata.corpus_path).stem}"
-        name, n = base, 1
-        while Corpus.objects.filter(name=name).exists():
-            n += 1
-            name = f"{base}-{n}"
-        corpus = Corpus.objects.create(name=name, source_path=metadata.corpus_path, passage_count=0)
+    corpus = corpus_for_file(path=metadata.corpus_path)
     return index_register_ready(corpus=corpus, folder=folder)
 
 
