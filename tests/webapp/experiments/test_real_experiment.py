@@ -73,24 +73,26 @@ def tiny_options(questions: Path, index: Path) -> tuple[str, ...]:
     )
 
 
+def run_tiny(
+    inputs: tuple[Path, Path], settings: Any, tmp_path: Path, *options: str
+) -> tuple[Experiment, StringIO]:
+    """``manage.py experiment`` with :func:`tiny_options` and ``options``, to its end; the experiment and stdout."""
+    settings.TRAINING_RUNS_DIR = tmp_path / "runs"
+    settings.EXPERIMENTS_DIR = tmp_path / "experiments"
+    out, err = StringIO(), StringIO()
+    call_command("experiment", *tiny_options(*inputs), *options, stdout=out, stderr=err)
+    experiment = Experiment.objects.get()
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error + err.getvalue()
+    return experiment, out
+
+
 def test_a_one_step_experiment_with_the_tiny_model(
     shared_inputs: tuple[Path, Path], settings: Any, tmp_path: Path
 ) -> None:
-    settings.TRAINING_RUNS_DIR = tmp_path / "runs"
-    settings.EXPERIMENTS_DIR = tmp_path / "experiments"
-    questions, index = shared_inputs
-    out, err = StringIO(), StringIO()
-
-    call_command(
-        "experiment",
-        *tiny_options(questions, index),
-        *("--num-generations", "2", "--batch-size", "2"),
-        stdout=out,
-        stderr=err,
+    experiment, out = run_tiny(
+        shared_inputs, settings, tmp_path, "--num-generations", "2", "--batch-size", "2"
     )
 
-    experiment = Experiment.objects.get()
-    assert experiment.status == Experiment.Status.FINISHED, experiment.error + err.getvalue()
     links = {(link.role, link.method): link.run for link in experiment.links.select_related("run")}
     assert len(links) == 6 and all(run.status == Run.Status.FINISHED for run in links.values())
     start = Path(settings.EXPERIMENTS_DIR) / str(experiment.pk) / "start-model"
@@ -114,22 +116,13 @@ def test_a_one_step_two_arm_experiment_of_one_method(
     shared_inputs: tuple[Path, Path], settings: Any, tmp_path: Path
 ) -> None:
     """HiPRAG's Table 2 in miniature: one format, λp = 0 against λp = 0.4, from the same start."""
-    settings.TRAINING_RUNS_DIR = tmp_path / "runs"
-    settings.EXPERIMENTS_DIR = tmp_path / "experiments"
-    questions, index = shared_inputs
-    out, err = StringIO(), StringIO()
-
-    call_command(
-        "experiment",
+    experiment, out = run_tiny(
+        shared_inputs,
+        settings,
+        tmp_path,
         *("--arm", "outcome=hiprag:lambda_p=0", "--arm", "process=hiprag:lambda_p=0.4"),
-        *tiny_options(questions, index),
         *("--questions-per-step", "1", "--num-generations", "2"),
-        stdout=out,
-        stderr=err,
     )
-
-    experiment = Experiment.objects.get()
-    assert experiment.status == Experiment.Status.FINISHED, experiment.error + err.getvalue()
     assert experiment.spec["baseline"] == "outcome"
     assert experiment.spec["arms"] == [
         {"name": "outcome", "method": "hiprag", "params": {"lambda_p": 0}},
