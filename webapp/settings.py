@@ -325,11 +325,10 @@ RAY_ADDRESS = env_str("RAY_ADDRESS", "")
 # The run's folder on the cluster's nodes (default TRAINING_RUNS_DIR), the nodes' Python, and the job's extras.
 RAY_RUNS_DIR = env_str("RAY_RUNS_DIR", "")
 RAY_PYTHON = env_str("RAY_PYTHON", "")
-RAY_ACCELERATE_ARGS = env_list("RAY_ACCELERATE_ARGS", [])  # e.g. --num_processes 8 --mixed_precision bf16
+RAY_ACCELERATE_ARGS = env_list("RAY_ACCELERATE_ARGS", [])  # comma-separated, e.g. --num_processes,8
 RAY_ENTRYPOINT_NUM_GPUS = env_int("RAY_ENTRYPOINT_NUM_GPUS", 0, minimum=0)
-RAY_RETRIEVE_URL = env_str(
-    "RAY_RETRIEVE_URL", ""
-)  # a retriever per node, e.g. http://127.0.0.1:8001/retrieve
+# A retriever per node (e.g. http://127.0.0.1:8001/retrieve): a Ray job searches there instead of the run's index.
+RAY_RETRIEVE_URL = env_str("RAY_RETRIEVE_URL", "")
 RAY_RUNTIME_ENV: dict[str, object] = {}  # merged into each job's runtime_env (working_dir, pip, env_vars, …)
 RAY_POLL_SECONDS = float(env_str("RAY_POLL_SECONDS", "2"))
 # An index build beats with its progress writes; one long FAISS step (HNSW insertion) can be minutes of silence.
