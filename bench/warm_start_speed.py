@@ -4,11 +4,12 @@
         [--steps 3] [--trainable-layers 10] [--index PATH] [--base PATH]
 
 One process, one set of demonstrations (the demo's methods, ``--per-method`` questions each, the demo's settings),
-each arm from a fresh copy of the base model for ``--steps`` optimizer steps of 8 demonstrations. Prints each
-arm's seconds per step (the first TRL step, which carries its set-up, left out of the mean), the cached arm's
-one-off pass of the frozen layers per demonstration token, and a full demo warm start's training time estimated
-from them (``--full-examples`` demonstrations of ``--full-tokens`` tokens on average, 3 epochs): the ratio the
-issue asks for (≤ 0.4).
+each arm from a fresh copy of the base model for ``--steps`` optimizer steps of 8 demonstrations, timed in this
+process's CPU seconds (``--clock wall`` for wall seconds): on a machine shared with other jobs the wall clock
+measures their load too. Prints each arm's seconds per step (TRL's first step, which carries its set-up, and a
+short last step left out), the cached arm's one-off pass of the frozen layers, and a full demo warm start's
+training time estimated from them (``--full-examples`` demonstrations, ``--epochs`` epochs): the ratio the issue
+asks for (≤ 0.4).
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ def main() -> int:
         "named twice runs twice and its steps are pooled, so a machine whose load changes affects both alike",
     )
     parser.add_argument("--epochs", type=float, default=3.0, help="epochs of the full run estimated")
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="process CPU seconds (default) or wall seconds",
+    )
+    parser.add_argument(
+        "--full-examples", type=int, default=112, help="demonstrations of the full run estimated"
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -98,14 +108,16 @@ def main() -> int:
             }
         )
         (folder / arm).mkdir(exist_ok=True)
-        reporter = ProgressReporter(folder / arm)
-        started = time.perf_counter()
+        # CPU seconds of this process (both torch threads), not wall time: on a machine shared with other jobs
+        # the wall clock measures their load as much as ours.
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        reporter = ProgressReporter(folder / arm, clock=clock, min_interval=0)
+        started = clock()
         warm_start._train(arm_config, model, tokenizer, examples, reporter)
-        seconds = time.perf_counter() - started
+        seconds = clock() - started
         steps = list(reporter.step_seconds)
         # TRL's first step carries its set-up, and a step shorter than 8 demonstrations ends its epoch: left out.
-        full = steps[1:] if kind == "trl" else steps
-        full = full[: len(examples) // per_step] if kind == "trl" else full[: args.steps]
+        full = steps[1 : len(examples) // per_step] if kind == "trl" else steps[: args.steps]
         steps_of.setdefault(arm, []).extend(full)
         once_of.setdefault(arm, []).append(seconds - sum(steps))
         print(f"{arm}: steps {[round(x, 1) for x in steps]} s, outside steps {seconds - sum(steps):.1f} s")
@@ -115,15 +127,15 @@ def main() -> int:
         for arm in steps_of
     }
     base_arm = next((a for a in results if a.startswith("trl")), None)
-    full_steps = round(args.epochs * -(-112 // per_step))
+    full_steps = round(args.epochs * -(-args.full_examples // per_step))
     for arm, result in results.items():
         if base_arm is None or arm == base_arm:
             continue
         old = results[base_arm]["mean_step"] * full_steps
-        new = result["mean_step"] * full_steps + result["once"] / len(examples) * 112
+        new = result["mean_step"] * full_steps + result["once"] / len(examples) * args.full_examples
         print(
             f"{arm} against {base_arm}: per step {result['mean_step']:.1f} s vs {results[base_arm]['mean_step']:.1f} s; "
-            f"a full demo warm start (112 demonstrations, {full_steps} steps): {new:.0f} s vs {old:.0f} s, "
+            f"a full demo warm start ({args.full_examples} demonstrations, {full_steps} steps): {new:.0f} s vs {old:.0f} s, "
             f"ratio {new / old:.2f}"
         )
     print(json.dumps(results))

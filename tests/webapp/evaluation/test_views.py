@@ -10,8 +10,8 @@ import pytest
 
 from tests.agent.conftest import ScriptedServer
 from tests.webapp.evaluation.conftest import spec_for
-from webapp.evaluation.services import evaluation_run_create, evaluation_run_execute
 from webapp.demo.services import demo_seed
+from webapp.evaluation.services import evaluation_run_create, evaluation_run_execute
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db

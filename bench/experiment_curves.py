@@ -1,0 +1,71 @@
+"""Per-step training curves of an experiment's arms, overlaid: redundant-search rate (the evidence judge's OSR
+without retrieval misses, ``osr_redundant``), OSR and searches per rollout, from each arm's ``metrics.jsonl``.
+
+    python bench/experiment_curves.py OUT.png NAME=RUN_OUTPUT_DIR [NAME=RUN_OUTPUT_DIR ...] [--title TEXT]
+
+Needs matplotlib (not a project requirement: ``pip install matplotlib`` into the venv that runs this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+PANELS = (
+    ("osr_redundant", "redundant-search rate\n(OSR without retrieval misses)"),
+    ("osr", "OSR (evidence judge)"),
+    ("searches/mean", "searches per rollout"),
+)
+
+
+def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    points: dict[str, dict[int, float]] = defaultdict(dict)
+    path = output_dir / "metrics.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        points[row["key"]][int(row["step"])] = float(
+            row["value"]
+        )  # a resumed step's row replaces the old one
+    return {key: sorted(values.items()) for key, values in points.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("arms", nargs="+", help="NAME=RUN_OUTPUT_DIR")
+    parser.add_argument("--title", default="")
+    args = parser.parse_args()
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("needs matplotlib: pip install matplotlib", file=sys.stderr)
+        return 2
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
+    for arm in args.arms:
+        name, _, folder = arm.partition("=")
+        data = curves(Path(folder))
+        for ax, (key, label) in zip(axes, PANELS, strict=True):
+            if data.get(key):
+                steps, values = zip(*data[key], strict=True)
+                ax.plot(steps, values, marker="o", label=name)
+            ax.set_title(label, fontsize=10)
+            ax.set_xlabel("training step")
+            ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=9)
+    if args.title:
+        fig.suptitle(args.title, fontsize=10)
+    fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
