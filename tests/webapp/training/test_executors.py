@@ -103,3 +103,13 @@ def test_the_form_offers_ray_only_with_a_cluster(settings, form_data):
     assert form.cleaned_data["executor"] == "ray"
     assert ("Where it runs", ("executor",)) in form.fieldsets
     form.grouped_fields()  # every field in exactly one group
+
+
+def test_the_run_page_names_the_executor_and_the_ray_job(run, researcher_client):
+    from webapp.training.models import TrainingProcess
+
+    TrainingProcess.objects.create(
+        run=run, run_dir="/web/var/runs/1", executor="ray", job_id="searchlab-run-1-ab12"
+    )
+    page = researcher_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "<dt>executor</dt><dd>ray · Ray job <code>searchlab-run-1-ab12</code></dd>" in page
