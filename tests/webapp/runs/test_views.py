@@ -15,10 +15,14 @@ def test_it_lists_runs_on_the_dashboard(researcher_client):
     assert b"hiprag-qwen-3b" in response.content
 
 
-
 def test_the_dashboard_shows_an_active_runs_phase_and_eta(researcher_client):
     """A warm start caching its frozen layers has no step count yet: its phase, without a "step 0 of 0"."""
-    caching = {"phase": "train", "done": 18, "total": 107, "detail": "the frozen layers, once per demonstration"}
+    caching = {
+        "phase": "train",
+        "done": 18,
+        "total": 107,
+        "detail": "the frozen layers, once per demonstration",
+    }
     RunFactory(name="warm", status=Run.Status.RUNNING, progress={**caching, "step": 0, "max_steps": 0})
     training = {"phase": "update", "step": 12, "max_steps": 42, "eta_seconds": 2040, "time": 4102444800.0}
     RunFactory(name="grpo", status=Run.Status.RUNNING, progress=training)
@@ -26,6 +30,7 @@ def test_the_dashboard_shows_an_active_runs_phase_and_eta(researcher_client):
     assert "training: batch 18 of 107 (the frozen layers, once per demonstration)" in page
     assert "step 0 of 0" not in page
     assert "step 12 of 42 · updating the policy · about 34 min left" in page
+
 
 def test_it_shows_a_run_page(researcher_client):
     trajectory = TrajectoryFactory(question_text="Who wrote Hamlet?")
