@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import shlex
 import socket
 import sys
@@ -178,18 +177,6 @@ def outcome(status: str, *, stop_requested: bool, exit_code: int | None, message
     return Run.Status.CRASHED, f"the Ray job died: {message or 'no exit status'}".strip()
 
 
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def reconcile(*, now: dt.datetime | None = None) -> list[int]:
     """The end of Ray runs nobody watches any more, read from Ray (Celery beat, before the crash check).
 
@@ -202,6 +189,7 @@ def reconcile(*, now: dt.datetime | None = None) -> list[int]:
         return []
     from webapp.runs.services import run_mark_finished
     from webapp.training.models import TrainingProcess
+    from webapp.training.services import process_alive
 
     now = now or timezone.now()
     cutoff = now - dt.timedelta(seconds=settings.TRAINING_HEARTBEAT_TIMEOUT_SECONDS)
@@ -211,7 +199,7 @@ def reconcile(*, now: dt.datetime | None = None) -> list[int]:
     rows = TrainingProcess.objects.filter(executor=RAY, run__status=Run.Status.RUNNING).exclude(job_id="")
     for row in rows.select_related("run"):
         watched = (
-            _alive(row.supervisor_pid)
+            process_alive(row.supervisor_pid)
             if row.hostname == here
             else (row.run.heartbeat_at is not None and row.run.heartbeat_at >= cutoff)
         )

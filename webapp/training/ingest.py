@@ -89,7 +89,7 @@ def judge_model_for(run: Run) -> str:
     return f"{(run.config or {}).get('rollout', {}).get('factory', 'scripted')} rollout"
 
 
-def _store_metrics(run_id: int, rows: Sequence[Mapping[str, Any]]) -> int:
+def store_metrics(run_id: int, rows: Sequence[Mapping[str, Any]]) -> int:
     # One point per (step, key), the batch's last: a trainer may log a key twice at one step, and PostgreSQL's
     # upsert refuses to touch a row twice in one statement.
     latest = {(int(row["step"]), str(row["key"])[:100]): row for row in rows}
@@ -138,7 +138,7 @@ def store_batch(*, run_id: int, batch: Mapping[str, Any]) -> dict[str, int]:
     from webapp.training.models import IngestedSample
 
     run = Run.objects.select_for_update().get(pk=run_id)
-    stored_metrics = _store_metrics(run_id, metric_rows(batch.get("metrics") or ()))
+    stored_metrics = store_metrics(run_id, metric_rows(batch.get("metrics") or ()))
     wanted: dict[str, Mapping[str, Any]] = {}
     for sample in batch.get("samples") or ():
         if (

@@ -19,11 +19,10 @@ from django.utils import timezone
 from trainer.config import RunConfig
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
-from webapp.runs.models import MetricPoint, Run
+from webapp.runs.models import Run
 from webapp.runs.services import run_cancel, run_create, run_mark_finished
 from webapp.training.config import run_config, warm_start_values
 from webapp.training.models import TrainingProcess
-from webapp.trajectories.services import TrajectoryInput, trajectory_bulk_create
 
 if TYPE_CHECKING:
     from trainer.warm_start import WarmStartConfig
@@ -154,38 +153,13 @@ def training_heartbeat(
 
 @transaction.atomic
 def training_metrics_store(*, run_id: int, rows: Sequence[Mapping[str, Any]], offset: int) -> int:
-    """Upsert metrics.jsonl rows ({"step", "time", "key", "value"}) and remember how far the file was read."""
-    # One point per (step, key), the file's last: a trainer may log a key twice at one step (TRL's end-of-training
-    # summary repeats ``epoch``), and PostgreSQL's upsert refuses to touch a row twice in one statement.
-    latest = {(int(row["step"]), str(row["key"])[:100]): row for row in rows}
-    points = [
-        MetricPoint(
-            run_id=run_id,
-            step=step,
-            key=key,
-            value=float(row["value"]),
-            wall_time=dt.datetime.fromtimestamp(float(row["time"]), tz=dt.UTC),
-        )
-        for (step, key), row in latest.items()
-    ]
-    if points:
-        # A resumed trainer rewrites the steps after its checkpoint: the newest value of (run, key, step) wins.
-        MetricPoint.objects.bulk_create(
-            points,
-            update_conflicts=True,
-            unique_fields=["run", "key", "step"],
-            update_fields=["value", "wall_time"],
-            batch_size=2000,
-        )
+    """Upsert metrics.jsonl rows ({"step", "time", "key", "value"}) as the ingest path does
+    (:func:`webapp.training.ingest.store_metrics`) and remember how far the file was read."""
+    from webapp.training.ingest import store_metrics
+
+    stored = store_metrics(run_id, rows)
     TrainingProcess.objects.filter(run_id=run_id).update(metrics_offset=offset)
-    return len(points)
-
-
-@transaction.atomic
-def training_samples_store(*, run_id: int, items: Sequence[TrajectoryInput], offset: int) -> int:
-    count = trajectory_bulk_create(items=items) if items else 0
-    TrainingProcess.objects.filter(run_id=run_id).update(samples_offset=offset)
-    return count
+    return stored
 
 
 def training_process_ended(*, run_id: int, exit_code: int, killed: bool, error_tail: str) -> Run:
