@@ -33,6 +33,7 @@ METHODS = tuple(_SCORING_METHODS)  # scoring's table is the one list of methods
 ALGORITHMS = ("grpo", "ppo")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # TRL's loss aggregations
 LR_SCHEDULES = ("linear", "constant", "cosine")  # transformers' SchedulerType values we offer
+ROLLOUT_ENGINES = ("transformers", "vllm")
 TINY_MODEL = "tiny-random"
 # The demo's and the experiments' model.trainable_layers (the warm start's too): SmolLM2's top 10 of 30 layers train,
 # so the backward pass stops at layer 20: the update took 1.71x less time on a CPU (docs/benchmarks.md).
@@ -440,7 +441,7 @@ class RunConfig:
                 "reward.tiresrag_group_shaping",
                 "is a GRPO advantage estimator (TIRESRAG §4.4); set it to false with algorithm = 'ppo'",
             )
-        _choice("rollout.engine", self.rollout.engine, ("transformers", "vllm"))
+        _choice("rollout.engine", self.rollout.engine, ROLLOUT_ENGINES)
         _choice("vllm.mode", self.vllm.mode, ("colocate", "server"))
         _choice("vllm.dtype", self.vllm.dtype, ("auto", "float32", "bfloat16", "float16"))
         _at_least("vllm.max_model_length", self.vllm.max_model_length, 0)

@@ -14,6 +14,7 @@ from trainer.config import (
     BUDGETS,
     DEMO_TRAINABLE_LAYERS,
     LR_SCHEDULES,
+    ROLLOUT_ENGINES,
     config_field,
     field_default,
     get_path,
@@ -43,12 +44,17 @@ KNOBS = (
     "model.trainable_layers",
     "training.temperature",
     *BUDGETS,
+    "rollout.engine",
     "logging.sample_every",
 )
 LR_SCHEDULE = "training.lr_scheduler_type"
 LEGACY_LR_SCHEDULE = "linear"  # TRL's default, what experiments stored before the knob trained with
 # Knobs the experiment names otherwise than the config (its first options, kept for scripts and stored specs).
-KNOB_NAMES = {"training.max_steps": "steps", "training.per_device_train_batch_size": "batch_size"}
+KNOB_NAMES = {
+    "training.max_steps": "steps",
+    "training.per_device_train_batch_size": "batch_size",
+    "rollout.engine": "rollout_engine",  # beside --eval-engine, which engine each names
+}
 # Where an experiment starts other than the trainer, whose defaults are the papers' (3B–7B models on GPUs).
 RUN_DEFAULTS: dict[str, Any] = {
     # 1e-5, the new-run form's, moves a 135M policy within a few steps; held constant, because TRL's linear decay
@@ -71,7 +77,7 @@ OPTION_FOR_CONFIG = {
 
 
 SCREEN_FIELDS = ("screen_samples", "screen_min_passes", "screen_max_passes", "screen_unscreened_share")
-KNOB_CHOICES = {"training.lr_scheduler_type": LR_SCHEDULES}
+KNOB_CHOICES = {"training.lr_scheduler_type": LR_SCHEDULES, "rollout.engine": ROLLOUT_ENGINES}
 
 
 def knob_name(path: str) -> str:

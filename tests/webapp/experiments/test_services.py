@@ -329,6 +329,8 @@ def test_the_commands_help_names_arms_and_the_trainers_knobs(capsys: pytest.Capt
     # Knobs come from trainer.config, with their help and the experiment's own defaults.
     assert "--lr-scheduler-type {linear,constant,cosine}" in text and "default constant" in text
     assert "--questions-per-step" in text and "--max-turn-tokens" in text and "--steps" in text
+    # The training rollouts' engine, named apart from the evaluations' --eval-engine.
+    assert "--rollout-engine {transformers,vllm}" in text and "--eval-engine {transformers,vllm}" in text
 
 
 def test_the_migration_turns_a_stored_experiment_into_an_arm_per_method(make_spec: Any) -> None:

@@ -77,7 +77,9 @@ def test_it_starts_an_experiment_from_the_browser(
         mock.patch("webapp.experiments.tasks.experiment_run_task.delay"),
         django_capture_on_commit_callbacks(execute=True),
     ):
-        response = researcher_client.post("/experiments/", {**data, **arms, "lr_scheduler_type": "linear"})
+        response = researcher_client.post(
+            "/experiments/", {**data, **arms, "lr_scheduler_type": "linear", "rollout_engine": "vllm"}
+        )
     experiment = Experiment.objects.latest("pk")
     assert response.status_code == 302, response.context["form"].errors
     assert [(a["name"], a["params"]) for a in experiment.spec["arms"]] == [
@@ -85,6 +87,7 @@ def test_it_starts_an_experiment_from_the_browser(
         ("process", {"lambda_p": 0.4}),
     ]
     assert experiment.spec["run"]["training"]["lr_scheduler_type"] == "linear"
+    assert experiment.spec["run"]["rollout"]["engine"] == "vllm"
     page = researcher_client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert "process = hiprag (lambda_p=0.4)" in page
     response = researcher_client.post("/experiments/", {**data, **arms, "baseline": "search_r1"})
