@@ -74,9 +74,8 @@ def build_judges(
         judge = transformers_judge
     if settings.kind == "evidence":  # HiPRAG's heuristic detectors (scoring.judging.evidence): no LLM
         return Judges(plans=PrefetchedPlanStore(""), evidence=True)
-    if (
-        settings.kind == "reask"
-    ):  # HiPRAG's over-search test (Sec. 3.2) on the policy, lexical match: no LLM judge
+    # HiPRAG's over-search test (Sec. 3.2) on the policy, lexical match: no LLM judge.
+    if settings.kind == "reask":
         return Judges(plans=PrefetchedPlanStore(""), evidence=True, reask=True)
     if judge is None:
         return Judges(plans=PrefetchedPlanStore(""))
