@@ -71,6 +71,7 @@ class AgentRollout:
         options: Mapping[str, Any],
         budgets: Mapping[str, int] | None = None,
         engine: str = "transformers",
+        temperature: float | None = None,
     ) -> None:
         from agent.rollout import PAPER_CONFIGS
 
@@ -84,9 +85,12 @@ class AgentRollout:
         self.judge_option = options.get("judge")
         self.progress: Any = None  # a trainer.progress.ProgressReporter, set by trainer.train.build_trainer
         overrides = {**(budgets or {}), **{k: options[k] for k in _ROLLOUT_OVERRIDES if k in options}}
-        # Training samples (temperature 1 unless the method's paper says otherwise), unlike evaluation's greedy.
+        # Training samples at the run's training.temperature, the one TRL scales the policy's logits by when it
+        # recomputes their log-probs (else the method's paper's, else 1), unlike evaluation's greedy.
         base = PAPER_CONFIGS[method]
-        self.config = dataclasses.replace(base, temperature=base.temperature or 1.0, **overrides)
+        self.config = dataclasses.replace(
+            base, temperature=temperature or base.temperature or 1.0, **overrides
+        )
 
     def _judges(self, backend: Any) -> Any:
         from agent.evaluate import Judges
@@ -210,4 +214,5 @@ def build(config: RunConfig, model: Any, tokenizer: Any) -> AgentRollout:
         config.rollout.options,
         budgets=budgets(config),
         engine=config.rollout.engine,
+        temperature=config.training.temperature,
     )

@@ -113,3 +113,22 @@ def test_the_reask_judge_option_selects_hiprags_own_over_search_test() -> None:
     assert (
         policy.judge is not None and policy.regenerator is None
     )  # the policy answers, the endpoint compares
+
+
+def test_rollouts_sample_at_the_runs_training_temperature(
+    make_config: ConfigFactory, monkeypatch: Any
+) -> None:
+    """TRL recomputes the sampled tokens' log-probs with logits divided by training.temperature: the rollouts must
+    be drawn at that temperature too (they were drawn at the paper config's 1.0 whatever the run said)."""
+    import trainer.agent_rollout as agent_rollout
+
+    monkeypatch.setattr(agent_rollout, "_searcher", lambda options: KeywordSearcher(PASSAGES))
+    config = make_config(
+        method="hiprag",
+        rollout={"factory": "agent", "options": {"index": "/an/index"}},
+        training={"temperature": 0.6},
+    )
+    assert agent_rollout.build(config, None, None).config.temperature == 0.6
+    assert (
+        AgentRollout("hiprag", None, None, {}).config.temperature == 1.0
+    )  # no run temperature: the paper's, or 1
