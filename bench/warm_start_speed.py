@@ -116,8 +116,11 @@ def main() -> int:
         warm_start._train(arm_config, model, tokenizer, examples, reporter)
         seconds = clock() - started
         steps = list(reporter.step_seconds)
-        # TRL's first step carries its set-up, and a step shorter than 8 demonstrations ends its epoch: left out.
-        full = steps[1 : len(examples) // per_step] if kind == "trl" else steps[: args.steps]
+        # A step shorter than 8 demonstrations ends each epoch (both trainers): left out of both arms alike, as is
+        # TRL's first step, which carries its set-up.
+        per_epoch, short = -(-len(examples) // per_step), len(examples) % per_step
+        full = [x for i, x in enumerate(steps) if not (short and (i + 1) % per_epoch == 0)]
+        full = full[1:] if kind == "trl" else full
         steps_of.setdefault(arm, []).extend(full)
         once_of.setdefault(arm, []).append(seconds - sum(steps))
         print(f"{arm}: steps {[round(x, 1) for x in steps]} s, outside steps {seconds - sum(steps):.1f} s")
