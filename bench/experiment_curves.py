@@ -24,11 +24,19 @@ PANELS = (
 def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
     points: dict[str, dict[int, float]] = defaultdict(dict)
     path = output_dir / "metrics.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        points[row["key"]][int(row["step"])] = float(
-            row["value"]
-        )  # a resumed step's row replaces the old one
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SystemExit(f"{path}: cannot read ({error.strerror}); give a run's output folder") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            # A resumed step's row replaces the old one.
+            points[row["key"]][int(row["step"])] = float(row["value"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise SystemExit(f"{path}:{number}: not a metrics row ({error})") from None
     return {key: sorted(values.items()) for key, values in points.items()}
 
 
@@ -48,7 +56,9 @@ def main() -> int:
         return 2
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
     for arm in args.arms:
-        name, _, folder = arm.partition("=")
+        name, _, folder = arm.rpartition("=")  # the last "=": a name may hold one ("λp = 0.4")
+        if not name or not folder:
+            parser.error(f"{arm!r}: give NAME=RUN_OUTPUT_DIR")
         data = curves(Path(folder))
         for ax, (key, label) in zip(axes, PANELS, strict=True):
             if data.get(key):
