@@ -377,3 +377,16 @@ def test_a_redundant_search_goes_into_the_chosen_share_and_the_budgets_must_have
         }
     )
     assert sorted(p.redundant for p in choose_plans(half, ROWS, [])["hiprag"]) == ["", "repeat"]
+
+
+def test_search_r1_turns_count_their_searches_up_to_the_answer(tokenizer: Any) -> None:
+    # Recipe 4: the model's own count says when the last search is done, whatever the passages held.
+    plan = plan_for(ROWS[0])
+    assert plan is not None
+    (demo,) = build_demonstrations("search_r1", [plan], KeywordSearcher(PASSAGES), tokenizer, max_turns=3)
+    turns = [s.text for s in demo.rollout.segments if s.source == "model"]
+    assert demo.valid, demo.error
+    assert turns[0].startswith("<think>This needs 2 searches. Search 1 of 2: ")
+    assert "Search 2 of 2: " in turns[1] and "<search>" in turns[1]
+    assert "That was search 2 of 2. So the answer is Gustave Eiffel.</think>" in turns[2]
+    assert turns[2].endswith("<answer> Gustave Eiffel </answer>")
