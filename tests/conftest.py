@@ -35,3 +35,26 @@ def smollm2_path() -> Path:
     from agent import setup_model
 
     return setup_model.setup_model(REPO_ROOT / "var")
+
+
+BROWSER_WARM_TEST = "tests/webapp/training/test_browser_warm_start.py"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the demo's warm start in the background when the browser test that needs it will run (and the model
+    cache lacks it): tests/demo_warm_model.py says why."""
+    if session.config.option.collectonly:
+        return
+    if not any(item.nodeid.startswith(BROWSER_WARM_TEST) for item in session.items):
+        return
+    from tests import demo_warm_model
+    from tests.webapp.training.test_browser import CHROMIUM
+
+    if Path(CHROMIUM).exists() and demo_warm_model.needed():  # else the test is skipped, or needs no build
+        demo_warm_model.start(shared_dir())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from tests import demo_warm_model
+
+    demo_warm_model.stop()

@@ -19,6 +19,7 @@ from unittest import mock
 
 import pytest
 
+from tests import demo_warm_model
 from tests.conftest import shared_dir
 from tests.webapp.celery_worker import celery_worker
 from tests.webapp.training.test_browser import CHROMIUM, CHROMIUM_ARGS
@@ -28,7 +29,7 @@ from webapp.runs.models import MetricPoint, Run
 from webapp.training.tasks import training_supervise_task
 
 # The machine's model cache, as tests/conftest.py's smollm2_path and .ci/run use: a new clone reuses it.
-CACHE = Path(os.environ.get("SEARCHLAB_MODEL_CACHE") or Path.home() / ".cache" / "searchlab")
+CACHE = demo_warm_model.CACHE
 SCREENSHOT = Path(os.environ.get("WARM_RUN_SCREENSHOT", "/tmp/searchlab-warm-run.png"))
 
 pytestmark = [
@@ -43,6 +44,7 @@ def model_cache() -> Path:
     from agent import setup_model
     from trainer.warm_start import ensure_demo_warm_model
 
+    demo_warm_model.wait()  # started when collection ended, if the cache lacked it (tests/demo_warm_model.py)
     setup_model.setup_model(CACHE)
     ensure_demo_warm_model(CACHE, shared_dir())
     return CACHE
