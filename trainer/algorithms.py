@@ -123,6 +123,8 @@ class SearchGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        for key, value in self.ledger.take_sampling().items():
+            self._log_value(key, value)  # dynamic sampling: groups/dynamic_draws, groups/spread_rate_before
         local = self.ledger.take_batch()
         if len(local) != output["completion_ids"].size(0):
             return output  # the reward function was not one of ours: keep TRL's advantages

@@ -21,6 +21,8 @@ Unix seconds). Keys (stable; the web app plots them):
 ``loss``, ``grad_norm``, ``learning_rate``
 ``groups/spread_rate``                  share of GRPO groups with reward spread (trainer.rewards.group_metrics)
 ``groups/process_reordered_rate``       share of groups whose order the process term changed (same)
+``groups/spread_rate_before``           dynamic sampling: the spread share before flat groups were replaced
+``groups/dynamic_draws``                dynamic sampling: replacement groups rolled out this step
 ``ppo/value_loss`` … ``tiresrag/…``     algorithm- and method-specific terms
 ======================================  ==============================================================================
 

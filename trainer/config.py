@@ -230,6 +230,25 @@ class TrainingConfig:
         ),
     )
     num_generations: int = field(default=4, metadata=_help("Rollouts per question (the GRPO group, ≥ 2)."))
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata=_help(
+            "DAPO's dynamic sampling (GRPO only): a group whose rewards are all equal has zero advantage and gives "
+            "no gradient, so it is replaced by the group of a question drawn from the rest of the training set "
+            "when that group's rewards differ. Costs num_generations extra rollouts per question drawn; off, every "
+            "group is trained as sampled (trainer.dynamic_sampling).",
+            label="dynamic sampling (DAPO)",
+        ),
+    )
+    dynamic_sampling_max_draws: int = field(
+        default=2,
+        metadata=_help(
+            "Dynamic sampling: rounds of replacement questions a step may draw, one per group still without "
+            "spread, before it trains on what it has. At most this × questions per step × num_generations "
+            "extra rollouts a step; 0 draws none and only measures groups/spread_rate_before.",
+            label="dynamic sampling rounds",
+        ),
+    )
     gradient_accumulation_steps: int = field(default=1, metadata=_help("Micro-batches per optimizer step."))
     num_iterations: int = field(
         default=1, metadata=_help("Optimisation passes over each generated batch (μ).")
@@ -384,6 +403,7 @@ class RunConfig:
             _at_least(name, count, 1)
         minimum_zero: tuple[tuple[str, float], ...] = (
             ("training.save_steps", t.save_steps),
+            ("training.dynamic_sampling_max_draws", t.dynamic_sampling_max_draws),
             ("training.save_total_limit", t.save_total_limit),
             ("data.limit", self.data.limit),
             ("model.torch_threads", self.model.torch_threads),
@@ -436,6 +456,12 @@ class RunConfig:
         for reserved in ("step", "total_steps"):
             if reserved in self.reward.params:
                 raise ConfigError(f"reward.params.{reserved}", "is set by the trainer from its step counter")
+        if self.algorithm == "ppo" and t.dynamic_sampling:
+            raise ConfigError(
+                "training.dynamic_sampling",
+                "replaces groups without reward spread, which matter to GRPO's group-normalised advantages; "
+                "PPO's advantages come from the critic: set it to false with algorithm = 'ppo'",
+            )
         if self.algorithm == "ppo" and self.method == "tiresrag" and self.reward.tiresrag_group_shaping:
             raise ConfigError(
                 "reward.tiresrag_group_shaping",

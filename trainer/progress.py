@@ -38,6 +38,9 @@ class ProgressReporter:
         self.phase_seconds: dict[str, float] = {}
         self.state: dict[str, Any] = {}
         self.counters: dict[str, list[int]] = {}
+        # Said before every detail while set: what the phases reported meanwhile are part of (dynamic sampling's
+        # "drawing 2 replacement groups": its turns and retrievals are not the step's first rollouts).
+        self.note = ""
         self._written = 0.0
 
     # --- what callers report ----------------------------------------------------------------------------------
@@ -69,6 +72,8 @@ class ProgressReporter:
                     self.phase_seconds.get(self.phase, 0.0) + now - self.phase_started
                 )
             self.phase, self.phase_started = phase, now
+        if self.note:
+            detail = f"{self.note}: {detail}" if detail else self.note
         self.state = {"phase": phase, "done": done, "total": total, "detail": detail}
         if changed or force or now - self._written >= self.min_interval:
             self._write(now)

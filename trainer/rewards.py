@@ -2,7 +2,8 @@
 
 TRL calls a reward function as ``f(prompts, completions, **columns) -> list[float | None]``, where the columns are
 the dataset's (``golden_answers``, ``question``, …), what the rollout forwarded (``trajectory_text``, ``judgements``,
-``rollout_extras``; see :mod:`trainer.rollout`) and TRL's own (``trainer_state``, ``log_metric``). The adapter parses
+``rollout_extras``, and under dynamic sampling the rows and prompts the rollouts were made from, which replace the
+dataset's; see :mod:`trainer.rollout`) and TRL's own (``trainer_state``, ``log_metric``). The adapter parses
 and scores the generation batch with ``scoring.scorer.score_batch`` in the method's paper mode and returns each
 ``Reward.total``. The call's completions are the "current training batch" of HiPRAG Sec. 5.3: in the over-/under-
 search-only ablations a trajectory with no step of the evaluated type gets the batch's average bonus.
@@ -81,12 +82,14 @@ class ScoreLedger:
     """Scores shared between the reward adapter (writes), the trainer (advantage shaping) and the callbacks.
 
     ``batch`` holds the latest generation batch until the trainer takes it; ``since_log`` everything scored since the
-    metrics callback last wrote, ``latest`` the last batch for sample trajectories.
+    metrics callback last wrote, ``latest`` the last batch for sample trajectories; ``sampling`` what dynamic
+    sampling did to the batch (``groups/dynamic_draws``, ``groups/spread_rate_before``) until the trainer logs it.
     """
 
     batch: list[SampleScore] = field(default_factory=list)
     since_log: list[SampleScore] = field(default_factory=list)
     latest: list[SampleScore] = field(default_factory=list)
+    sampling: dict[str, float] = field(default_factory=dict)
 
     def record(self, scores: list[SampleScore]) -> None:
         self.batch = list(scores)
@@ -96,6 +99,10 @@ class ScoreLedger:
     def take_batch(self) -> list[SampleScore]:
         batch, self.batch = self.batch, []
         return batch
+
+    def take_sampling(self) -> dict[str, float]:
+        sampling, self.sampling = self.sampling, {}
+        return sampling
 
     def drain_since_log(self) -> list[SampleScore]:
         scores, self.since_log = self.since_log, []
@@ -156,7 +163,7 @@ def _completion_text(completion: Any) -> str:
     return "".join(str(message.get("content", "")) for message in completion)  # conversational: messages
 
 
-_NOT_ROW = frozenset({"completion_ids", "trajectory_text", "judgements", "rollout_extras"})
+_NOT_ROW = frozenset({"completion_ids", "trajectory_text", "judgements", "rollout_extras", "rollout_prompt"})
 
 
 class MethodReward:
@@ -202,7 +209,20 @@ class MethodReward:
         return {**self.params, "step": step + 1, "total_steps": max(total_steps, step + 1, 1)}
 
     def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        scores = self.score_samples(prompts, completions, **kwargs)
+        self.ledger.record(scores)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric("reward/unscorable", float(sum(s.reward is None for s in scores)))
+        return [None if s.reward is None else s.reward.total for s in scores]
+
+    def score_samples(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[SampleScore]:
+        """Score a batch as :meth:`__call__` does (same columns), without recording it in the ledger: dynamic
+        sampling (:mod:`trainer.dynamic_sampling`) asks which groups have reward spread before TRL scores them."""
         n = len(completions)
+        # The prompt a rollout was made from, where dynamic sampling swapped a group's question after TRL chose the
+        # batch (TRL's ``prompts`` still name the question it sampled).
+        prompts = list(kwargs.get("rollout_prompt") or prompts)
         texts = kwargs.get("trajectory_text") or [_completion_text(c) for c in completions]
         golds_column = kwargs.get("golden_answers")
         if golds_column is None:
@@ -247,11 +267,7 @@ class MethodReward:
             )
             for i in range(n)
         ]
-        self.ledger.record(scores)
-        log_metric = kwargs.get("log_metric")
-        if callable(log_metric):
-            log_metric("reward/unscorable", float(sum(s.reward is None for s in scores)))
-        return [None if s.reward is None else s.reward.total for s in scores]
+        return scores
 
     def _judge(
         self,
@@ -350,6 +366,16 @@ def _order(values: Sequence[float], tolerance: float = 1e-9) -> list[int]:
     ]
 
 
+def has_spread(totals: Sequence[float | None]) -> bool:
+    """Whether a GRPO group's rewards differ: at least two scored rollouts with different totals (unscored ones,
+    ``None``, take no part, as in TRL's group baseline). Without spread every group-normalised advantage is 0.
+
+    >>> has_spread([0.2, 0.2, None]), has_spread([0.2, 1.0])
+    (False, True)
+    """
+    return any(sign != 0 for sign in _order([t for t in totals if t is not None]))
+
+
 def group_metrics(method: str, scores: Sequence[SampleScore], group_size: int) -> dict[str, float]:
     """Per training step, over the GRPO groups of a generation batch (consecutive runs of ``group_size``):
 
@@ -372,7 +398,7 @@ def group_metrics(method: str, scores: Sequence[SampleScore], group_size: int) -
     for group in groups:
         rewards = [s.reward for s in group if s.reward is not None]
         totals = [r.total for r in rewards]
-        spread += any(sign != 0 for sign in _order(totals))
+        spread += has_spread(totals)
         outcome = [outcome_only_total(method, r) for r in rewards]
         if any(o is None for o in outcome):
             separable = False

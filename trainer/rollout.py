@@ -17,14 +17,19 @@ gradient, no KL and no entropy term (REFERENCE.md §c: Search-R1's ``info_mask``
 Forwarded per completion: ``trajectory_text`` (what scoring parses: the segments' text, exactly as produced, which a
 decode of the token ids need not reproduce), ``judgements`` (judge outcomes in ``scoring.scorer.score``'s JSON form,
 e.g. HiPRAG ``step_flags``, AutoSearch ``intermediate_answers``) and ``rollout_extras`` (whatever a judge run later
-may need, e.g. HiPRAG's regenerated answers).
+may need, e.g. HiPRAG's regenerated answers). With dynamic sampling (:mod:`trainer.dynamic_sampling`) also each
+completion's own dataset row and ``rollout_prompt`` (:func:`row_columns`), because a group may then come from a
+question other than the one TRL sampled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # trainer.dynamic_sampling imports this module
+    from trainer.dynamic_sampling import DynamicSampler
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +113,44 @@ def rollout_columns(rollouts: Sequence[Rollout]) -> dict[str, Any]:
     }
 
 
+# Row keys never forwarded: TRL's own (it reads ``prompt`` before the rollout and keeps it out of the reward's
+# arguments; the prompt rolled out from travels as ``rollout_prompt``) and the rollout's columns.
+_NOT_FORWARDED = frozenset(
+    {"prompt", "prompt_ids", "completion_ids", "logprobs", "env_mask", "trajectory_text", "judgements"}
+    | {"rollout_extras", "rollout_prompt"}
+)
+
+
+def row_columns(requests: Sequence[RolloutRequest]) -> dict[str, list[Any]]:
+    """Each request's own dataset row as per-completion columns, and ``rollout_prompt``, the prompt it was rolled
+    out from. TRL 1.16 writes every list the rollout function returns over the batch rows' keys
+    (``GRPOTrainer._generate_and_score_completions``: ``inp[key] = values[i]``) before the reward functions get the
+    rows' columns, so these make a completion scored against the row it was rolled out for (its golds, its
+    supporting titles), also where dynamic sampling put another question's group in the place TRL sampled."""
+    keys = dict.fromkeys(key for r in requests for key in r.row if key not in _NOT_FORWARDED)
+    columns: dict[str, list[Any]] = {key: [r.row.get(key) for r in requests] for key in keys}
+    columns["rollout_prompt"] = [r.prompt for r in requests]
+    return columns
+
+
+def run_rollout(rollout: RolloutFn, requests: Sequence[RolloutRequest], policy: Any) -> list[Rollout]:
+    """``rollout(requests, policy)`` as a list, checked to hold one result per request."""
+    results = list(rollout(requests, policy))
+    if len(results) != len(requests):
+        raise ValueError(f"the rollout returned {len(results)} results for {len(requests)} requests")
+    return results
+
+
 def make_rollout_func(
-    rollout: RolloutFn, rows: Sequence[Mapping[str, Any]]
+    rollout: RolloutFn, rows: Sequence[Mapping[str, Any]], sampler: DynamicSampler | None = None
 ) -> Callable[[list[Any], Any], dict[str, Any]]:
     """Wrap ``rollout`` as TRL's ``rollout_func(prompts, trainer) -> dict``.
 
     TRL hands the rollout function prompts only; ``rows`` (the training dataset) lets each request carry its row,
     found by its prompt, so a rollout can build its method's own prompt from the question and judges can see the
-    golds.
+    golds. With a ``sampler`` (``training.dynamic_sampling``), a training batch's groups without reward spread are
+    replaced by groups of other questions (:mod:`trainer.dynamic_sampling`), and every completion's row travels with
+    it (:func:`row_columns`); without one the returned columns are exactly the rollouts'.
     """
     by_prompt = {str(row["prompt"]): row for row in rows}
 
@@ -125,9 +160,19 @@ def make_rollout_func(
             if not isinstance(prompt, str):
                 raise TypeError("search rollouts take text prompts; render chat templates inside the rollout")
             requests.append(RolloutRequest(prompt=prompt, row=by_prompt.get(prompt, {}), index=index))
-        results = list(rollout(requests, trainer.model))
-        if len(results) != len(requests):
-            raise ValueError(f"the rollout returned {len(results)} results for {len(requests)} requests")
-        return rollout_columns(results)
+        results = run_rollout(rollout, requests, trainer.model)
+        if sampler is None:
+            return rollout_columns(results)
+        # DAPO fills training batches; an evaluation scores what it drew
+        if getattr(trainer.model, "training", False):
+            requests, results = sampler.fill(
+                requests,
+                results,
+                rollout,
+                trainer.model,
+                state=trainer.state,
+                stream=int(trainer.accelerator.process_index),
+            )
+        return {**rollout_columns(results), **row_columns(requests)}
 
     return rollout_func

@@ -203,6 +203,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
 
     from trainer.algorithms import SearchGRPOTrainer, SearchPPOTrainer, grpo_args
     from trainer.callbacks import MetricsCallback, ProgressCallback
+    from trainer.dynamic_sampling import DynamicSampler, reward_scorer
     from trainer.models import freeze_lower_layers, load_policy, lora_config
     from trainer.progress import ProgressReporter
     from trainer.rewards import MethodReward, ScoreLedger
@@ -222,13 +223,24 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
         rollout.progress = progress
     ledger = ScoreLedger()
     reward = MethodReward(config.method, params=config.reward.params, ledger=ledger)
+    sampler = None
+    if config.training.dynamic_sampling:
+        sampler = DynamicSampler(
+            reward_scorer(reward),  # the reward TRL will call, so "spread" is the trainer's own
+            rows,
+            group_size=config.training.num_generations,
+            max_draws=config.training.dynamic_sampling_max_draws,
+            seed=config.training.seed,
+            ledger=ledger,
+            progress=progress,
+        )
     common: dict[str, Any] = {
         "model": model,
         "reward_funcs": [reward],
         "args": use_vllm(config, grpo_args(config)),
         "train_dataset": Dataset.from_list(rows),
         "processing_class": tokenizer,
-        "rollout_func": make_rollout_func(rollout, rows),
+        "rollout_func": make_rollout_func(rollout, rows, sampler),
         "peft_config": lora_config(config.model),
         "callbacks": [
             MetricsCallback(

@@ -62,6 +62,10 @@ def test_it_round_trips_through_json(tmp_path: Path) -> None:
         ({"model": []}, "model"),
         ({"training": {"lr_scheduler_type": "warmup"}}, "training.lr_scheduler_type"),
         ({"training": {"questions_per_step": -1}}, "training.questions_per_step"),
+        ({"training": {"dynamic_sampling_max_draws": -1}}, "training.dynamic_sampling_max_draws"),
+        ({"training": {"dynamic_sampling": "yes"}}, "training.dynamic_sampling"),
+        # dynamic sampling picks GRPO groups with spread; PPO's advantages come from the critic
+        ({"algorithm": "ppo", "training": {"dynamic_sampling": True}}, "training.dynamic_sampling"),
     ],
 )
 def test_it_names_the_bad_field(values: dict[str, object], field: str) -> None:
@@ -97,3 +101,13 @@ def test_questions_per_step_sets_the_batch_from_the_group_size() -> None:
     assert (
         config_from_dict({"output_dir": "x"}).training.per_device_train_batch_size == 8
     )  # 0: the batch decides
+
+
+def test_dynamic_sampling_is_off_unless_asked() -> None:
+    training = config_from_dict({"output_dir": "x"}).training
+    assert (training.dynamic_sampling, training.dynamic_sampling_max_draws) == (False, 2)
+    on = config_from_dict(
+        {"output_dir": "x", "training": {"dynamic_sampling": True, "dynamic_sampling_max_draws": 0}}
+    ).training
+    # 0 rounds: measure the spread, draw none
+    assert (on.dynamic_sampling, on.dynamic_sampling_max_draws) == (True, 0)

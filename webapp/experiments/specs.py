@@ -39,6 +39,8 @@ KNOBS = (
     "training.lr_scheduler_type",
     "training.questions_per_step",
     "training.num_generations",
+    "training.dynamic_sampling",
+    "training.dynamic_sampling_max_draws",
     "training.per_device_train_batch_size",
     "training.max_completion_length",
     "model.trainable_layers",

@@ -331,6 +331,8 @@ def test_the_commands_help_names_arms_and_the_trainers_knobs(capsys: pytest.Capt
     assert "--questions-per-step" in text and "--max-turn-tokens" in text and "--steps" in text
     # The training rollouts' engine, named apart from the evaluations' --eval-engine.
     assert "--rollout-engine {transformers,vllm}" in text and "--eval-engine {transformers,vllm}" in text
+    # A boolean knob is a --flag / --no-flag pair (argparse's type=bool would read "False" as true).
+    assert "--dynamic-sampling, --no-dynamic-sampling" in text and "--dynamic-sampling-max-draws" in text
 
 
 def test_the_migration_turns_a_stored_experiment_into_an_arm_per_method(make_spec: Any) -> None:

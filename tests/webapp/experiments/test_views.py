@@ -78,7 +78,15 @@ def test_it_starts_an_experiment_from_the_browser(
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = researcher_client.post(
-            "/experiments/", {**data, **arms, "lr_scheduler_type": "linear", "rollout_engine": "vllm"}
+            "/experiments/",
+            {
+                **data,
+                **arms,
+                "lr_scheduler_type": "linear",
+                "rollout_engine": "vllm",
+                "dynamic_sampling": "on",
+                "dynamic_sampling_max_draws": 3,
+            },
         )
     experiment = Experiment.objects.latest("pk")
     assert response.status_code == 302, response.context["form"].errors
@@ -88,6 +96,9 @@ def test_it_starts_an_experiment_from_the_browser(
     ]
     assert experiment.spec["run"]["training"]["lr_scheduler_type"] == "linear"
     assert experiment.spec["run"]["rollout"]["engine"] == "vllm"
+    # DAPO's dynamic sampling, a knob like the others (issue 21)
+    training = experiment.spec["run"]["training"]
+    assert (training["dynamic_sampling"], training["dynamic_sampling_max_draws"]) == (True, 3)
     page = researcher_client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert "process = hiprag (lambda_p=0.4)" in page
     response = researcher_client.post("/experiments/", {**data, **arms, "baseline": "search_r1"})

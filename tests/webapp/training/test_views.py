@@ -30,6 +30,7 @@ pytestmark = pytest.mark.django_db
         ({"max_steps": "many"}, "max_steps", "Enter a whole number"),
         ({"max_turn_tokens": 0}, "max_turn_tokens", "must be ≥ 1"),
         ({"max_rollout_tokens": 300}, "max_rollout_tokens", "must be ≤ training.max_completion_length (256)"),
+        ({"algorithm": "ppo", "dynamic_sampling": "on"}, "dynamic_sampling", "PPO's advantages come from"),
     ],
 )
 def test_it_rejects_invalid_settings_with_a_field_error(form_data, changes, field, message):
@@ -52,6 +53,16 @@ def test_the_budgets_reach_the_trainers_config(form_data):
 
     rollout = form.run_config(output_dir="out").to_dict()["rollout"]
     assert {name: rollout[name] for name in budgets} == budgets
+
+
+def test_dynamic_sampling_is_a_training_setting_of_the_form(form_data):
+    off = TrainingRunForm(form_data)
+    assert off.is_valid(), off.errors
+    assert off.run_config(output_dir="out").training.dynamic_sampling is False  # opt-in
+    on = TrainingRunForm({**form_data, "dynamic_sampling": "on", "dynamic_sampling_max_draws": 4})
+    assert on.is_valid(), on.errors
+    training = on.run_config(output_dir="out").training
+    assert (training.dynamic_sampling, training.dynamic_sampling_max_draws) == (True, 4)
 
 
 def test_the_form_trains_the_demos_top_layers_by_default_and_lora_asks_for_zero(form_data):

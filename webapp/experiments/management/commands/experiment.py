@@ -3,6 +3,7 @@ questions, print the papers' table with paired-bootstrap differences from the ba
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 from typing import Any
@@ -119,10 +120,15 @@ class Command(BaseCommand):
         parser.add_argument("--algorithm", choices=ALGORITHMS, default=_D.algorithm)
         for path in KNOBS:  # trainer.config's fields: their types, defaults (the experiment's) and help
             f, annotation = config_field(path)
+            kind: dict[str, Any] = (
+                # --flag / --no-flag: argparse's type=bool would read "False" as true
+                {"action": argparse.BooleanOptionalAction}
+                if annotation is bool
+                else {"type": annotation, "choices": KNOB_CHOICES.get(path)}
+            )
             parser.add_argument(
                 f"--{knob_name(path).replace('_', '-')}",
-                type=annotation,
-                choices=KNOB_CHOICES.get(path),
+                **kind,
                 default=knob_default(path),
                 help=f.metadata.get("help", "").replace("%", "%%") + f" ({path}; default %(default)s)",
             )
