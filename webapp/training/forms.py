@@ -145,8 +145,8 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
         initial="none",
         help_text="The step/answer judge of the agent rollout (HiPRAG's over/under-search detector, …).",
     )
-    lambda_f = forms.FloatField(required=False, label="λ_f", help_text="Format weight (HiPRAG, Search-P1).")
-    lambda_p = forms.FloatField(required=False, label="λ_p", help_text="Process weight (HiPRAG, Search-P1).")
+    lambda_f = forms.FloatField(required=False, label="Format weight λf", help_text="HiPRAG, Search-P1.")
+    lambda_p = forms.FloatField(required=False, label="Process weight λp", help_text="HiPRAG, Search-P1.")
     reward_params = OptionalJSONField(
         required=False,
         label="other reward weights (JSON)",
