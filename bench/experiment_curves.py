@@ -1,5 +1,6 @@
 """Per-step training curves of an experiment's arms, overlaid: redundant-search rate (the evidence judge's OSR
-without retrieval misses, ``osr_redundant``), OSR and searches per rollout, from each arm's ``metrics.jsonl``.
+without retrieval misses, ``osr_redundant``), OSR and searches per rollout, and what lets a process term act at all:
+the rollouts' accuracy and the share of groups whose order it changed, from each arm's ``metrics.jsonl``.
 
     python bench/experiment_curves.py OUT.png NAME=RUN_OUTPUT_DIR [NAME=RUN_OUTPUT_DIR ...] [--title TEXT]
 
@@ -18,6 +19,8 @@ PANELS = (
     ("osr_redundant", "redundant-search rate\n(OSR without retrieval misses)"),
     ("osr", "OSR (evidence judge)"),
     ("searches/mean", "searches per rollout"),
+    ("accuracy", "accuracy of the step's rollouts"),
+    ("groups/process_reordered_rate", "groups the process term\nreordered"),
 )
 
 
