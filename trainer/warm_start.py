@@ -690,7 +690,7 @@ DEMO_METHODS = ("hiprag", "search_r1")
 # (HiPRAG 0.950, Search-R1 0.525). 3: Search-R1's turns say where the plan stands; the cached trainer (frozen
 # layers and shared prompt prefixes once, the LM head on the model's tokens only) with the top 6 layers trained
 # at 5e-4 (HiPRAG 0.825, Search-R1 0.450). 4: Search-R1's turns count their searches ("Search 1 of 2"); the
-# cached trainer on the top 8 layers at 4e-4 (docs/warm_start.md has the figures).
+# cached trainer on the top 8 layers at 4e-4 (HiPRAG 0.950, Search-R1 0.475; docs/warm_start.md has the figures).
 DEMO_RECIPE = 4
 # The demo's data and training settings beyond the defaults.
 DEMO_DATA: dict[str, Any] = {}
