@@ -31,12 +31,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trainer.rewards import MethodReward, ScoreLedger, has_spread
-from trainer.rollout import Rollout, RolloutFn, RolloutRequest, rollout_columns, row_columns, run_rollout
+from trainer.rollout import (
+    TRL_COLUMNS,
+    Rollout,
+    RolloutFn,
+    RolloutRequest,
+    rollout_columns,
+    row_columns,
+    run_rollout,
+)
 
 Scorer = Callable[[Sequence[RolloutRequest], Sequence[Rollout], Any], list[float | None]]
 """(requests, their rollouts, TRL's trainer state) → each rollout's reward total, ``None`` where unscorable."""
-
-_NOT_REWARD_INPUT = ("prompt_ids", "completion_ids", "logprobs", "env_mask")  # what TRL keeps for itself
 
 
 def reward_scorer(reward: MethodReward) -> Scorer:
@@ -47,7 +53,7 @@ def reward_scorer(reward: MethodReward) -> Scorer:
         requests: Sequence[RolloutRequest], rollouts: Sequence[Rollout], state: Any
     ) -> list[float | None]:
         columns: dict[str, Any] = {**row_columns(requests), **rollout_columns(rollouts)}
-        for key in _NOT_REWARD_INPUT:
+        for key in TRL_COLUMNS:  # what TRL keeps for itself
             columns.pop(key, None)
         prompts = [r.prompt for r in requests]
         scores = reward.score_samples(prompts, [r.text for r in rollouts], trainer_state=state, **columns)

@@ -30,6 +30,7 @@ from scoring.scorer import METHODS, BatchItem, Scored, ScoringInputError, score,
 from scoring.trajectory import StepKind, Trajectory
 from scoring.verdicts import MissingVerdict, Verdict
 from trainer.config import ConfigError
+from trainer.rollout import AGENT_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,8 @@ def _completion_text(completion: Any) -> str:
     return "".join(str(message.get("content", "")) for message in completion)  # conversational: messages
 
 
-_NOT_ROW = frozenset({"completion_ids", "trajectory_text", "judgements", "rollout_extras", "rollout_prompt"})
+# The rollout's own columns are not row fields of a trajectory (its golds, titles, ... are).
+_NOT_ROW = frozenset({"completion_ids"}) | AGENT_COLUMNS
 
 
 class MethodReward:

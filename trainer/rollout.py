@@ -113,12 +113,18 @@ def rollout_columns(rollouts: Sequence[Rollout]) -> dict[str, Any]:
     }
 
 
+# The columns a rollout adds to TRL's rows (``rollout_columns`` and ``row_columns``), named once, so the three
+# places that must leave some of them out (here, trainer.rewards, trainer.dynamic_sampling) cannot drift apart.
+TRL_COLUMNS = frozenset(
+    {"prompt_ids", "completion_ids", "logprobs", "env_mask"}
+)  # TRL keeps these for itself
+AGENT_COLUMNS = frozenset(
+    {"trajectory_text", "judgements", "rollout_extras", "rollout_prompt"}
+)  # ours, per rollout
+
 # Row keys never forwarded: TRL's own (it reads ``prompt`` before the rollout and keeps it out of the reward's
 # arguments; the prompt rolled out from travels as ``rollout_prompt``) and the rollout's columns.
-_NOT_FORWARDED = frozenset(
-    {"prompt", "prompt_ids", "completion_ids", "logprobs", "env_mask", "trajectory_text", "judgements"}
-    | {"rollout_extras", "rollout_prompt"}
-)
+_NOT_FORWARDED = frozenset({"prompt"}) | TRL_COLUMNS | AGENT_COLUMNS
 
 
 def row_columns(requests: Sequence[RolloutRequest]) -> dict[str, list[Any]]:
