@@ -4,6 +4,10 @@ the rollouts' accuracy and the share of groups whose order it changed, from each
 
     python bench/experiment_curves.py OUT.png NAME=RUN_OUTPUT_DIR [NAME=RUN_OUTPUT_DIR ...] [--title TEXT]
 
+It also prints the same figures per step as a Markdown table (a row per figure and arm, a column per step), with
+the figures that say whether the process term could act: groups with reward spread as sampled, replacement groups
+drawn, the mean process bonus, and the step's seconds.
+
 Needs matplotlib (not a project requirement: ``pip install matplotlib`` into the venv that runs this).
 """
 
@@ -21,6 +25,14 @@ PANELS = (
     ("searches/mean", "searches per rollout"),
     ("accuracy", "accuracy of the step's rollouts"),
     ("groups/process_reordered_rate", "groups the process term\nreordered"),
+)
+
+# The table's rows besides the panels: what decides whether the process term reaches the gradient, and the cost.
+TABLE_EXTRA = (
+    ("groups/spread_rate_before", "groups with spread as sampled"),
+    ("groups/dynamic_draws", "replacement groups drawn"),
+    ("reward/process_bonus/mean", "mean process bonus"),
+    ("step_time", "seconds"),
 )
 
 
@@ -43,6 +55,28 @@ def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {key: sorted(values.items()) for key, values in points.items()}
 
 
+def step_table(arms: dict[str, dict[str, list[tuple[int, float]]]]) -> str:
+    """Markdown: a row per (figure, arm), a column per step."""
+    steps = sorted({step for data in arms.values() for points in data.values() for step, _ in points})
+    lines = [
+        "| figure | arm | " + " | ".join(str(s) for s in steps) + " |",
+        "|---|---|" + "---:|" * len(steps),
+    ]
+    for key, label in (*PANELS, *TABLE_EXTRA):
+        for name, data in arms.items():
+            values = dict(data.get(key, []))
+            cells = [
+                f"{values[s]:.0f}"
+                if key == "step_time" and s in values
+                else f"{values[s]:.2f}"
+                if s in values
+                else ""
+                for s in steps
+            ]
+            lines.append(f"| {' '.join(label.split())} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
@@ -57,12 +91,14 @@ def main() -> int:
     except ImportError:
         print("needs matplotlib: pip install matplotlib", file=sys.stderr)
         return 2
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
+    arms: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for arm in args.arms:
         name, _, folder = arm.rpartition("=")  # the last "=": a name may hold one ("λp = 0.4")
         if not name or not folder:
             parser.error(f"{arm!r}: give NAME=RUN_OUTPUT_DIR")
-        data = curves(Path(folder))
+        arms[name] = curves(Path(folder))
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
+    for name, data in arms.items():
         for ax, (key, label) in zip(axes, PANELS, strict=True):
             if data.get(key):
                 steps, values = zip(*data[key], strict=True)
@@ -76,6 +112,7 @@ def main() -> int:
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
+    print(step_table(arms))
     print(args.out)
     return 0
 

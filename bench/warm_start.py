@@ -1,13 +1,15 @@
 """Does the warm start teach the format? Format-ok of the base and the warm-started policy, agent rollout, greedy.
 
     python bench/warm_start.py --questions ../shared/data/wiki_multihop/questions.jsonl [--limit 40]
-        [--method hiprag] [--index PATH] [--base PATH] [--warm PATH]
+        [--method hiprag] [--index PATH] [--base PATH] [--warm PATH] [--temperature T --seed S]
 
 Both models roll out the same questions with the method's real loop against the same index and the demo's budgets
 (trainer.config's rollout defaults, 512 tokens per rollout), at temperature 0. Questions the warm start saw (its
 ``demonstrations.jsonl``) and the file's train split are left out, so the figure is on unseen questions. A
 trajectory is format-ok when it parses as valid in scoring's paper mode. Prints ``format-ok base: X`` and
 ``format-ok warm: Y`` (target: Y ≥ 0.9 on 40 questions), with seconds per rollout and how the rollouts ended.
+``--temperature`` samples instead (seeded per turn with ``--seed``): what RL training sees, where greedy decoding is
+what an evaluation sees; a small model can copy its own last turn under greedy decoding and not when it samples.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def measure(
     budgets = Budgets()
     config = replace(
         PAPER_CONFIGS[method],
-        temperature=0.0,
+        temperature=args.temperature,
+        seed=args.seed if args.temperature > 0 else None,
         max_turns=args.max_turns or budgets.max_turns,
         max_new_tokens=budgets.max_turn_tokens,
         max_rollout_tokens=args.rollout_tokens,
@@ -103,6 +106,10 @@ def main() -> int:
     parser.add_argument(
         "--rollout-tokens", type=int, default=512, help="tokens per rollout (the demo's: 512)"
     )
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
     parser.add_argument("--only", choices=("base", "warm"), help="measure one model")
     parser.add_argument(
         "--invalid",
@@ -124,7 +131,11 @@ def main() -> int:
         seen = {json.loads(line)["question_id"] for line in demos.read_text(encoding="utf-8").splitlines()}
     qs = questions(args.questions, seen, args.limit)
     searcher = searcher_for_index(args.index)
-    print(f"method={args.method} questions={len(qs)} (none seen by the warm start) index={args.index}")
+    decoding = "greedy" if args.temperature <= 0 else f"temperature {args.temperature}, seed {args.seed}"
+    print(
+        f"method={args.method} questions={len(qs)} (none seen by the warm start) index={args.index} "
+        f"decoding={decoding}"
+    )
     for name, model in (("base", args.base), ("warm", args.warm)):
         if args.only and name != args.only:
             continue
