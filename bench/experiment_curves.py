@@ -65,14 +65,8 @@ def step_table(arms: dict[str, dict[str, list[tuple[int, float]]]]) -> str:
     for key, label in (*PANELS, *TABLE_EXTRA):
         for name, data in arms.items():
             values = dict(data.get(key, []))
-            cells = [
-                f"{values[s]:.0f}"
-                if key == "step_time" and s in values
-                else f"{values[s]:.2f}"
-                if s in values
-                else ""
-                for s in steps
-            ]
+            digits = 0 if key == "step_time" else 2
+            cells = [f"{values[s]:.{digits}f}" if s in values else "" for s in steps]
             lines.append(f"| {' '.join(label.split())} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
