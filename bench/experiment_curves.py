@@ -52,6 +52,8 @@ def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
             points[row["key"]][int(row["step"])] = float(row["value"])
         except (ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"{path}:{number}: not a metrics row ({error})") from None
+    if not points:
+        raise SystemExit(f"{path}: no metrics rows yet (has the run finished a step?)")
     return {key: sorted(values.items()) for key, values in points.items()}
 
 
