@@ -117,6 +117,10 @@ def main() -> int:
         help="write each model's invalid rollouts (text and parse error) to this JSONL",
     )
     args = parser.parse_args()
+    if args.temperature < 0:
+        parser.error(f"--temperature {args.temperature}: must be 0 (greedy) or more")
+    if not args.questions.is_file():
+        parser.error(f"--questions {args.questions}: no such file")
     if args.invalid:
         try:  # before minutes of rollouts, not after them
             args.invalid.open("a", encoding="utf-8").close()
