@@ -81,9 +81,16 @@ class TransformersBackend:
 
     @classmethod
     def from_pretrained(
-        cls, path: str, *, threads: int | None = 2, max_batch_size: int = 16, logprobs: bool = False
+        cls,
+        path: str,
+        *,
+        threads: int | None = 2,
+        max_batch_size: int = 16,
+        logprobs: bool = False,
+        device: str | None = None,
     ) -> TransformersBackend:
-        """Load a local folder; never reaches a model hub (``HF_HUB_OFFLINE`` and ``local_files_only``)."""
+        """Load a local folder; never reaches a model hub (``HF_HUB_OFFLINE`` and ``local_files_only``). ``device``:
+        where the model runs (default: the GPU when torch sees one, else the CPU)."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -92,6 +99,7 @@ class TransformersBackend:
             torch.set_num_threads(threads)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+        model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         return cls(
             model,
             tokenizer,
@@ -167,7 +175,11 @@ class TransformersBackend:
             torch.manual_seed(seed)
         rows = [list(self.tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
         prefix = self._reusable_prefix(rows) if self.reuse_prefix else ()
-        batch = _packed(rows, len(prefix), int(self.tokenizer.pad_token_id))
+        # The tensors go where the model is (a GPU's, when the trainer or from_pretrained put it there).
+        batch = {
+            k: v.to(self.model.device)
+            for k, v in _packed(rows, len(prefix), int(self.tokenizer.pad_token_id)).items()
+        }
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new_tokens,
             "pad_token_id": self.tokenizer.pad_token_id,
@@ -214,7 +226,7 @@ class TransformersBackend:
         from transformers import DynamicCache
 
         if prefix not in self._prefixes:
-            out = self.model(torch.tensor([prefix]), use_cache=True)
+            out = self.model(torch.tensor([prefix], device=self.model.device), use_cache=True)
             self._prefixes[prefix] = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
             while len(self._prefixes) > PREFIX_CACHE_SIZE:
                 self._prefixes.popitem(last=False)
@@ -263,12 +275,13 @@ class TransformersBackend:
             return Generation(**{**_fields(generation), "logprobs": ()})
         mask = batch["attention_mask"][row]
         prompt_ids = batch["input_ids"][row][mask.bool()]
-        full = torch.cat([prompt_ids, torch.tensor(ids, dtype=prompt_ids.dtype)]).unsqueeze(0)
+        completion = torch.tensor(ids, dtype=prompt_ids.dtype, device=prompt_ids.device)
+        full = torch.cat([prompt_ids, completion]).unsqueeze(0)
         with torch.inference_mode():
             logits = self.model(full, logits_to_keep=len(ids) + 1).logits[0, :-1].float()
         if temperature > 0:
             logits = logits / temperature
-        chosen = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids).unsqueeze(1)).squeeze(1)
+        chosen = torch.log_softmax(logits, dim=-1).gather(1, completion.unsqueeze(1)).squeeze(1)
         return Generation(**{**_fields(generation), "logprobs": tuple(float(x) for x in chosen.tolist())})
 
 

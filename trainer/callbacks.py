@@ -282,6 +282,26 @@ class ProgressCallback(TrainerCallback):
         self.progress.update("save", state.global_step, state.max_steps, "checkpoint saved")
 
 
+class TimeBudgetCallback(TrainerCallback):
+    """``training.max_seconds``: after the step that ends past the budget, stop as if ``max_steps`` were reached
+    (TRL then returns from ``train`` and the trainer saves the model)."""
+
+    def __init__(self, max_seconds: float) -> None:
+        self.max_seconds = max_seconds
+        self.started = time.monotonic()
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.started = time.monotonic()
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if time.monotonic() - self.started >= self.max_seconds:
+            control.should_training_stop = True
+
+
 class WarmStartCallback(TrainerCallback):
     """The warm start's loss curve in ``metrics.jsonl`` (the same rows as :class:`MetricsCallback`) and its
     heartbeat: phase ``train``, batch k of N."""

@@ -204,6 +204,14 @@ class RewardConfig:
 @dataclass
 class TrainingConfig:
     max_steps: int = field(default=10, metadata=_help("Optimizer steps."))
+    max_seconds: float = field(
+        default=0.0,
+        metadata=_help(
+            "A wall-clock budget for training (0: none): the step that ends past it is the last, and the model is "
+            "saved as after max_steps. For a leased machine, so a run cut short still leaves a model to evaluate.",
+            label="time budget (s)",
+        ),
+    )
     learning_rate: float = field(default=1e-6, metadata=_help("Policy learning rate (AdamW)."))
     lr_scheduler_type: str = field(
         default="linear",
@@ -385,6 +393,7 @@ class RunConfig:
         _choice("training.lr_scheduler_type", self.training.lr_scheduler_type, LR_SCHEDULES)
         t = self.training
         _at_least("training.questions_per_step", t.questions_per_step, 0)
+        _at_least("training.max_seconds", t.max_seconds, 0)
         if t.questions_per_step:  # the batch follows from the groups asked for (a rule, not a second setting)
             t.per_device_train_batch_size = t.questions_per_step * t.num_generations
         minimum_one: tuple[tuple[str, int], ...] = (

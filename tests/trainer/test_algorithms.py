@@ -221,3 +221,14 @@ def test_it_resumes_from_a_checkpoint(make_config: ConfigFactory) -> None:
     assert trainer.state.global_step == 3
     steps = [row["step"] for row in _metrics(config.output_dir) if row["key"] == "loss"]
     assert steps == [1, 2, 3]
+
+
+def test_a_time_budget_ends_training_after_the_step_that_spends_it_and_saves_the_model(
+    make_config: ConfigFactory,
+) -> None:
+    config = make_config(training={"max_steps": 5, "max_seconds": 1e-6})
+
+    trainer = run(config)
+
+    assert trainer.state.global_step == 1  # the first step's end is past any positive budget
+    assert (Path(config.output_dir) / "model.safetensors").is_file()

@@ -62,6 +62,7 @@ def test_it_round_trips_through_json(tmp_path: Path) -> None:
         ({"model": []}, "model"),
         ({"training": {"lr_scheduler_type": "warmup"}}, "training.lr_scheduler_type"),
         ({"training": {"questions_per_step": -1}}, "training.questions_per_step"),
+        ({"training": {"max_seconds": -1}}, "training.max_seconds"),
         ({"training": {"dynamic_sampling_max_draws": -1}}, "training.dynamic_sampling_max_draws"),
         ({"training": {"dynamic_sampling": "yes"}}, "training.dynamic_sampling"),
         # dynamic sampling picks GRPO groups with spread; PPO's advantages come from the critic

@@ -1,0 +1,557 @@
+"""Experiment #2 (issue 21) on one GPU machine, without the web app: λp = 0 against λp = 0.4 in HiPRAG's format.
+
+The web app's experiment (``manage.py experiment``, docs/experiment.md) runs its stages one after another, which on
+a GPU leaves the card idle most of the time: a 135M policy's step is a few hundred small kernel launches per token.
+This script runs the same stages with the same code (``trainer.warm_start``, ``trainer.train``,
+``agent.evaluate``, ``scoring.paired_bootstrap``) on a bare GPU box that has torch and transformers but no
+database, and runs what is independent at once: the two arms' trainers side by side, the start model's
+evaluation while they train. It writes everything small into ``--out`` as it goes (a stage's files as soon as it
+ends), so a run cut short still returns what it finished; ``bench/experiment_import.py`` loads the files into the
+web app. Stages, each skipped when its output exists (a rerun resumes):
+
+1. the BM25 index of the corpus; the base model from the GGUF file (``agent.setup_model.convert``);
+2. the warm start of ``demo/experiment2_warm_start.toml`` (HiPRAG's format, half the search demonstrations with a
+   redundant search), with TRL's plain SFT path (the frozen-layer cache is a CPU economy);
+3. the training questions: train-split questions the warm start never saw (not in its ``demonstrations.jsonl``),
+   shuffled with the seed, the first ``--train-limit``;
+4. the screen: ``--screen-samples`` samples of the start model on them at the training temperature (a seed per
+   sample), the questions answered (cover EM) in ``--screen-min``..``--screen-max`` of them kept
+   (``webapp.experiments.screening``'s rule; pilot d's settings by default);
+5. both arms trained (``python -m trainer.train``, two processes), the start model evaluated meanwhile;
+6. each trained model evaluated on the same ``--eval-limit`` test questions, greedy, in the training budgets;
+7. the table: each evaluation's report row, and paired-bootstrap 95% intervals (2,000 resamples) of
+   process − outcome (trained) and of each trained model − the start.
+
+``--smoke`` runs every stage on a tiny random model with a handful of questions (a minute on a CPU): the check
+before device time is spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+ARMS = {"outcome": 0.0, "process": 0.4}  # HiPRAG's λp (Eq. 4): the outcome arm earns no process bonus
+BASELINE = "outcome"
+WARM_START_RECIPE = REPO / "demo" / "experiment2_warm_start.toml"
+
+
+class Log:
+    def __init__(self, out: Path) -> None:
+        self.path = out / "log.txt"
+        self.started = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        line = f"[{time.perf_counter() - self.started:7.1f} s] {message}"
+        print(line, flush=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    from trainer.train import read_question_rows
+
+    return read_question_rows(path)
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    partial = path.with_suffix(".partial")
+    partial.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    partial.rename(path)
+
+
+def split_rows(rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    """``webapp.experiments.inputs``' rule: ``metadata.split`` starts with ``split``."""
+    return [r for r in rows if str((r.get("metadata") or {}).get("split", "")).startswith(split)]
+
+
+def questions_of(rows: list[dict[str, Any]]) -> list[Any]:
+    from agent.rollout import Question
+
+    return [
+        Question(
+            id=str(r["id"]),
+            text=r["question"],
+            golds=tuple(r["golden_answers"]),
+            dataset=str((r.get("metadata") or {}).get("data_source", "")),
+            supporting_titles=tuple((r.get("metadata") or {}).get("supporting_titles") or ()),
+        )
+        for r in rows
+    ]
+
+
+# --- stage 1-2: index, base model, warm start ------------------------------------------------------------------
+
+
+def ensure_index(corpus: Path, folder: Path, log: Log) -> None:
+    from retrieval.index import IndexConfig, build_index
+
+    if (folder / "metadata.json").is_file() or any(folder.glob("*.json")):
+        return
+    started = time.perf_counter()
+    build_index(corpus, folder, IndexConfig(kind="bm25"))
+    log(f"index: BM25 over {corpus} in {time.perf_counter() - started:.0f} s")
+
+
+def ensure_base_model(gguf: Path, folder: Path, log: Log) -> None:
+    from agent.setup_model import convert
+
+    if (folder / "config.json").is_file():
+        return
+    started = time.perf_counter()
+    convert(gguf, folder)
+    log(f"base model: {gguf.name} → {folder} in {time.perf_counter() - started:.0f} s")
+
+
+def ensure_warm_start(base: Path, index: Path, questions: Path, folder: Path, out: Path, log: Log) -> None:
+    if (folder / "config.json").is_file():
+        return
+    recipe = tomllib.loads(WARM_START_RECIPE.read_text(encoding="utf-8"))
+    recipe.update(output_dir=str(folder), index=str(index))
+    recipe["model"] = {**recipe.get("model", {}), "path": str(base), "torch_threads": 4}
+    recipe["data"] = {**recipe["data"], "path": str(questions)}
+    recipe["training"] = {**recipe["training"], "cache_frozen_layers": False}
+    config = out / "warm_start_config.json"
+    config.write_text(json.dumps(recipe, indent=1), encoding="utf-8")
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "trainer.warm_start", str(config)], check=True, cwd=REPO)
+    log(f"warm start: {folder} in {time.perf_counter() - started:.0f} s")
+    for name in ("metrics.jsonl", "warm_start.json"):
+        if (folder / name).is_file():
+            shutil.copy(folder / name, out / f"warm_start_{name}")
+
+
+def unseen_train_rows(questions: Path, warm: Path, limit: int, seed: int) -> list[dict[str, Any]]:
+    """Train-split questions outside the warm start's demonstrations, shuffled with ``seed``, the first ``limit``."""
+    seen: set[str] = set()
+    demos = warm / "demonstrations.jsonl"
+    if demos.is_file():
+        for line in demos.read_text(encoding="utf-8").splitlines():
+            seen.add(str(json.loads(line)["question_id"]))
+    rows = [r for r in split_rows(read_rows(questions), "train") if str(r["id"]) not in seen]
+    random.Random(seed).shuffle(rows)
+    return rows[:limit]
+
+
+# --- evaluations -----------------------------------------------------------------------------------------------
+
+
+def evaluate_model(
+    model: str,
+    rows: list[dict[str, Any]],
+    index: Path,
+    budgets: dict[str, Any],
+    params: dict[str, Any],
+    *,
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """One record per question (HiPRAG's format, the evidence judge), as ``webapp.evaluation`` stores them."""
+    from agent import judges as det
+    from agent.backend_transformers import TransformersBackend
+    from agent.evaluate import Judges, evaluate_sync
+    from agent.rollout import PAPER_CONFIGS
+    from retrieval.api import searcher_for_index
+
+    backend = TransformersBackend.from_pretrained(model, threads=4, max_batch_size=256)
+    config = replace(PAPER_CONFIGS["hiprag"], **budgets, temperature=temperature, seed=seed)
+    result = evaluate_sync(
+        backend,
+        searcher_for_index(index),
+        "hiprag",
+        questions_of(rows),
+        judges=Judges(evidence=True),
+        config=config,
+        params=params,
+        batch_size=len(rows),
+    )
+    records = []
+    for record in result.records:
+        t = record.trajectory
+        records.append(
+            {
+                "id": record.question.id,
+                "question": record.question.text,
+                "golden_answers": list(record.question.golds),
+                "answer": t.answer,
+                "cem": record.cem,
+                "em": record.em,
+                "f1": record.f1,
+                "format_ok": t.valid,
+                "n_searches": t.n_searches,
+                "over_search": [_flag(v) for v in record.flags(det.OVER_SEARCH)],
+                "under_search": [_flag(v) for v in record.flags(det.UNDER_SEARCH)],
+                "reward": None if record.reward is None else record.reward.total,
+                "text": record.rollout.text,
+            }
+        )
+    return records
+
+
+def _flag(verdict: Any) -> bool | None:
+    from scoring.verdicts import Verdict
+
+    return True if verdict is Verdict.TRUE else False if verdict is Verdict.FALSE else None
+
+
+def ensure_eval(
+    name: str, model: str, rows: list[dict[str, Any]], index: Path, out: Path, log: Log, **kwargs: Any
+) -> list[dict[str, Any]]:
+    path = out / f"eval_{name}.jsonl"
+    if path.is_file():
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    started = time.perf_counter()
+    records = evaluate_model(model, rows, index, **kwargs)
+    write_rows(path, records)
+    log(
+        f"evaluation {name}: {len(records)} questions in {time.perf_counter() - started:.0f} s, {summary(records)}"
+    )
+    return records
+
+
+def summary(records: list[dict[str, Any]]) -> str:
+    n = max(1, len(records))
+    return (
+        f"CEM {sum(r['cem'] for r in records) / n:.3f}, "
+        f"searches {sum(r['n_searches'] for r in records) / n:.2f}, "
+        f"format ok {sum(r['format_ok'] for r in records) / n:.3f}"
+    )
+
+
+# --- training --------------------------------------------------------------------------------------------------
+
+
+def arm_config(args: argparse.Namespace, arm: str, start: Path, train: Path, index: Path, out: Path) -> Any:
+    """The arm's trainer config: the web app experiment's (webapp.experiments.stage_specs.training_config with
+    RUN_DEFAULTS) with pilot d's knobs; the arms differ in λp alone."""
+    from trainer.config import DEMO_TRAINABLE_LAYERS, config_from_dict
+
+    values = {
+        "output_dir": str(out),
+        "method": "hiprag",
+        "algorithm": "grpo",
+        "model": {"path": str(start), "trainable_layers": DEMO_TRAINABLE_LAYERS, "torch_threads": 4},
+        "data": {"path": str(train)},
+        "rollout": {
+            "factory": "agent",
+            "options": {"index": str(index), "judge": "evidence"},
+            "max_turns": args.max_turns,
+            "max_rollout_tokens": args.max_rollout_tokens,
+        },
+        "reward": {"params": {"lambda_p": ARMS[arm]}, "tiresrag_group_shaping": True},
+        "training": {
+            "max_steps": args.steps,
+            "seed": args.seed,
+            "learning_rate": args.learning_rate,
+            "lr_scheduler_type": "constant",
+            "questions_per_step": 1,
+            "num_generations": args.num_generations,
+            "temperature": args.temperature,
+            "dynamic_sampling": True,
+            "dynamic_sampling_max_draws": 2,
+            "max_completion_length": args.max_rollout_tokens,
+        },
+        "logging": {"sample_every": 1},
+    }
+    return config_from_dict(values)
+
+
+def start_training(config: Any, out: Path) -> subprocess.Popen[bytes]:
+    folder = Path(config.output_dir)  # the trainer writes its validated config and the model in there
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    path = folder.with_suffix(".json")
+    path.write_text(json.dumps(config.to_dict(), indent=1), encoding="utf-8")
+    log_file = (out / f"train_{folder.name}.log").open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainer.train", str(path)],
+        cwd=REPO,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+
+
+# --- the table -------------------------------------------------------------------------------------------------
+
+
+def ratios(records: list[dict[str, Any]]) -> dict[str, Any]:
+    from scoring.paired_bootstrap import question_ratios
+
+    return {
+        r["id"]: question_ratios(
+            cem=r["cem"],
+            em=r["em"],
+            f1=r["f1"],
+            format_ok=r["format_ok"],
+            n_searches=r["n_searches"],
+            over_search=r["over_search"],
+            under_search=r["under_search"],
+        )
+        for r in records
+    }
+
+
+def table(evals: dict[str, list[dict[str, Any]]], seed: int) -> dict[str, Any]:
+    from scoring.paired_bootstrap import METRICS, pair_by_key, paired_bootstrap
+
+    rows = {name: {m: _pooled(ratios(records), m) for m in METRICS} for name, records in evals.items()}
+    pairs = [(f"trained_{BASELINE}", f"trained_{arm}") for arm in ARMS if arm != BASELINE]
+    pairs += [("start", f"trained_{arm}") for arm in ARMS]
+    differences = {}
+    for base, other in pairs:
+        if base not in evals or other not in evals:
+            continue
+        keys, a, b = pair_by_key(ratios(evals[base]), ratios(evals[other]))
+        found = paired_bootstrap(a, b, METRICS, seed=seed)
+        differences[f"{other} − {base}"] = {
+            "questions": len(keys),
+            **{
+                m: {k: getattr(d, k) for k in ("baseline", "method", "difference", "low", "high")}
+                for m, d in found.items()
+            },
+        }
+    return {"rows": rows, "differences": differences}
+
+
+def _pooled(by_question: dict[str, Any], metric: str) -> float | None:
+    numerator = sum(r[metric][0] for r in by_question.values())
+    denominator = sum(r[metric][1] for r in by_question.values())
+    return numerator / denominator if denominator else None
+
+
+def markdown(result: dict[str, Any]) -> str:
+    names = ("cem", "em", "f1", "average_searches", "osr", "usr", "format_ok_rate")
+    lines = ["| model | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for model, row in result["rows"].items():
+        lines.append(f"| {model} | " + " | ".join(_cell(row[m]) for m in names) + " |")
+    for label, diff in result["differences"].items():
+        lines += ["", f"**{label}** ({diff['questions']} paired questions, paired bootstrap 95% CI)", ""]
+        lines += ["| metric | base | other | diff | 95% CI |", "|---|---:|---:|---:|---|"]
+        for m in names:
+            d = diff[m]
+            interval = "—" if d["low"] is None else f"[{d['low']:+.3f}, {d['high']:+.3f}]"
+            star = " *" if d["low"] is not None and (d["low"] > 0 or d["high"] < 0) else ""
+            lines.append(
+                f"| {m} | {_cell(d['baseline'])} | {_cell(d['method'])} | {_cell(d['difference'], '+')} | {interval}{star} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: float | None, sign: str = "") -> str:
+    return "—" if value is None else f"{value:{sign}.3f}"
+
+
+# --- packing ---------------------------------------------------------------------------------------------------
+
+
+def pack(out: Path, runs: Path, bundle: Path | None) -> None:
+    """Every run's small files (its config, metrics, samples, progress; no model) into ``out/runs/``, and, with a
+    ``bundle`` path, everything in ``out`` into that one .tar.gz (a leased machine returns a few files only)."""
+    for arm in ARMS:
+        folder, target = runs / arm, out / "runs" / arm
+        target.mkdir(parents=True, exist_ok=True)
+        if (runs / f"{arm}.json").is_file():
+            shutil.copy(runs / f"{arm}.json", target / "run_config.json")
+        for name in ("metrics.jsonl", "samples.jsonl", "progress.json"):
+            if (folder / name).is_file():
+                shutil.copy(folder / name, target / name)
+    if bundle is None:
+        return
+    partial = bundle.with_name(bundle.name + ".partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        archive.add(out, arcname=out.name)
+    partial.rename(bundle)
+
+
+# --- main ------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, required=True, help="models, index and runs (large; stays here)")
+    parser.add_argument("--out", type=Path, required=True, help="the small result files")
+    parser.add_argument(
+        "--bundle", type=Path, help="keep a .tar.gz of --out here, refreshed after every stage"
+    )
+    parser.add_argument("--corpus", type=Path, default=Path("../shared/data/wiki_multihop/corpus.jsonl"))
+    parser.add_argument(
+        "--questions", type=Path, default=Path("../shared/data/wiki_multihop/questions.jsonl")
+    )
+    parser.add_argument("--gguf", type=Path, help="the base model's GGUF file (agent.setup_model's)")
+    parser.add_argument(
+        "--start-model", type=Path, help="a start model folder (skips the base model and warm start)"
+    )
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--max-turns", type=int, default=4)
+    parser.add_argument("--max-rollout-tokens", type=int, default=768)
+    parser.add_argument("--train-limit", type=int, default=64)
+    parser.add_argument("--eval-limit", type=int, default=200)
+    parser.add_argument("--screen-samples", type=int, default=3)
+    parser.add_argument("--screen-min", type=int, default=1)
+    parser.add_argument("--screen-max", type=int, default=3)
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=0,
+        help="seconds from start by which to be done (0: none): the trainers get what is left minus "
+        "--eval-reserve as training.max_seconds, so a leased machine's run ends with its evaluations",
+    )
+    parser.add_argument(
+        "--eval-reserve", type=float, default=120, help="seconds kept for the trained evaluations"
+    )
+    parser.add_argument("--smoke", action="store_true", help="a tiny random model, a few questions, 2 steps")
+    args = parser.parse_args(argv)
+    for name in ("corpus", "questions"):
+        if not getattr(args, name).is_file():
+            parser.error(f"--{name} {getattr(args, name)}: no such file")
+    if not (args.smoke or args.start_model or (args.gguf and args.gguf.is_file())):
+        parser.error("give --gguf FILE (the base model), --start-model FOLDER, or --smoke")
+    if args.smoke:
+        args.steps, args.train_limit, args.eval_limit, args.num_generations = 2, 8, 6, 2
+        args.max_rollout_tokens, args.screen_min = 96, 0
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args.work.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    work, out = args.work.resolve(), args.out.resolve()
+    log = Log(out)
+    import torch
+
+    log(
+        f"torch {torch.__version__}, cuda: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}"
+    )
+    index = work / "index-bm25"
+    ensure_index(args.corpus.resolve(), index, log)
+    if args.smoke:
+        from trainer.models import tiny_model, tiny_tokenizer
+
+        start = work / "start-tiny"
+        if not (start / "config.json").is_file():
+            tokenizer = tiny_tokenizer()
+            tiny_model(tokenizer, seed=args.seed).save_pretrained(start)
+            tokenizer.save_pretrained(start)
+    elif args.start_model:
+        start = args.start_model.resolve()
+    else:
+        base = work / "SmolLM2-135M-Instruct"
+        ensure_base_model(args.gguf.resolve(), base, log)
+        start = work / "SmolLM2-135M-Instruct-warm-redundant"
+        ensure_warm_start(base, index, args.questions.resolve(), start, out, log)
+        pack(out, work / "runs", args.bundle)
+
+    all_rows = read_rows(args.questions)
+    eval_rows = split_rows(all_rows, "test")[: args.eval_limit]
+    candidates = unseen_train_rows(args.questions, start, args.train_limit, args.seed)
+    budgets_config = arm_config(args, BASELINE, start, work / "none", index, work / "none")
+    budgets = budgets_config.agent_budgets()
+
+    train_file = out / "train_questions.jsonl"
+    if not train_file.is_file():
+        counts = {str(r["id"]): 0 for r in candidates}
+        for sample in range(1, args.screen_samples + 1):
+            records = ensure_eval(
+                f"screen_{sample}",
+                str(start),
+                candidates,
+                index,
+                out,
+                log,
+                budgets=budgets,
+                params={},
+                temperature=args.temperature,
+                seed=args.seed + sample,
+            )
+            for r in records:
+                counts[r["id"]] += int(r["cem"])
+        kept = [
+            {
+                **r,
+                "metadata": {
+                    **(r.get("metadata") or {}),
+                    "screen": {
+                        "passes": counts[str(r["id"])],
+                        "samples": args.screen_samples,
+                        "kept": "screened",
+                    },
+                },
+            }
+            for r in candidates
+            if args.screen_min <= counts[str(r["id"])] <= args.screen_max
+        ]
+        if not kept:
+            log("screen: no question kept; stopping")
+            return 1
+        write_rows(train_file, kept)
+        pack(out, work / "runs", args.bundle)
+        log(
+            f"screen: {len(kept)} of {len(candidates)} kept (passes {sorted(counts[str(r['id'])] for r in kept)})"
+        )
+
+    runs = work / "runs"
+    trainers = {}
+    budget = args.deadline - (time.perf_counter() - log.started) - args.eval_reserve if args.deadline else 0.0
+    if args.deadline:
+        log(f"training budget: {budget:.0f} s (training.max_seconds), {args.steps} steps asked")
+    for arm in ARMS:
+        config = arm_config(args, arm, start, train_file, index, runs / arm)
+        config.training.max_seconds = max(1.0, budget) if args.deadline else 0.0
+        if not any((runs / arm).glob("*.safetensors")):
+            trainers[arm] = start_training(config, out)
+            log(f"training {arm} (λp = {ARMS[arm]}): pid {trainers[arm].pid}")
+    evals = {
+        "start": ensure_eval(
+            "start", str(start), eval_rows, index, out, log, budgets=budgets, params={}, seed=args.seed
+        )
+    }
+    pack(out, runs, args.bundle)
+    while any(p.poll() is None for p in trainers.values()):
+        time.sleep(15)
+        pack(out, runs, args.bundle)
+    pack(out, runs, args.bundle)
+    for arm, process in trainers.items():
+        log(f"training {arm}: exit {process.returncode}")
+    for arm in ARMS:
+        if not any((runs / arm).glob("*.safetensors")):
+            log(f"training {arm}: no model saved; its evaluation is skipped")
+            continue
+        evals[f"trained_{arm}"] = ensure_eval(
+            f"trained_{arm}",
+            str(runs / arm),
+            eval_rows,
+            index,
+            out,
+            log,
+            budgets=budgets,
+            params={"lambda_p": ARMS[arm]},
+            seed=args.seed,
+        )
+        result = table(evals, args.seed)
+        (out / "table.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+        (out / "table.md").write_text(markdown(result), encoding="utf-8")
+        pack(out, runs, args.bundle)
+    log("done")
+    pack(out, runs, args.bundle)
+    print((out / "table.md").read_text(encoding="utf-8") if (out / "table.md").is_file() else "no table")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
