@@ -98,8 +98,12 @@ class TransformersBackend:
         if threads is not None:
             torch.set_num_threads(threads)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-        model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model = AutoModelForCausalLM.from_pretrained(
+            path,
+            local_files_only=True,
+            dtype=torch.float32,
+            device_map=device or ("cuda" if torch.cuda.is_available() else "cpu"),
+        )
         return cls(
             model,
             tokenizer,

@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import tomllib
 from dataclasses import replace
@@ -129,11 +130,16 @@ def ensure_warm_start(base: Path, index: Path, questions: Path, folder: Path, ou
     config = out / "warm_start_config.json"
     config.write_text(json.dumps(recipe, indent=1), encoding="utf-8")
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "trainer.warm_start", str(config)], check=True, cwd=REPO)
-    log(f"warm start: {folder} in {time.perf_counter() - started:.0f} s")
-    for name in ("metrics.jsonl", "warm_start.json"):
-        if (folder / name).is_file():
-            shutil.copy(folder / name, out / f"warm_start_{name}")
+    log(f"warm start: {WARM_START_RECIPE.name} → {folder} (output in warm_start.log)")
+    with (out / "warm_start.log").open("wb") as output:
+        subprocess.run(
+            [sys.executable, "-m", "trainer.warm_start", str(config)],
+            check=True,
+            cwd=REPO,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    log(f"warm start: done in {time.perf_counter() - started:.0f} s")
 
 
 def unseen_train_rows(questions: Path, warm: Path, limit: int, seed: int) -> list[dict[str, Any]]:
@@ -358,23 +364,57 @@ def _cell(value: float | None, sign: str = "") -> str:
 # --- packing ---------------------------------------------------------------------------------------------------
 
 
-def pack(out: Path, runs: Path, bundle: Path | None) -> None:
-    """Every run's small files (its config, metrics, samples, progress; no model) into ``out/runs/``, and, with a
-    ``bundle`` path, everything in ``out`` into that one .tar.gz (a leased machine returns a few files only)."""
-    for arm in ARMS:
-        folder, target = runs / arm, out / "runs" / arm
-        target.mkdir(parents=True, exist_ok=True)
-        if (runs / f"{arm}.json").is_file():
-            shutil.copy(runs / f"{arm}.json", target / "run_config.json")
-        for name in ("metrics.jsonl", "samples.jsonl", "progress.json"):
-            if (folder / name).is_file():
-                shutil.copy(folder / name, target / name)
-    if bundle is None:
-        return
-    partial = bundle.with_name(bundle.name + ".partial")
-    with tarfile.open(partial, "w:gz") as archive:
-        archive.add(out, arcname=out.name)
-    partial.rename(bundle)
+class Snapshot:
+    """The run so far, copied into ``out`` (each arm's config, metrics, samples and heartbeat; the warm start's
+    metrics and heartbeat; no model) and, with a ``bundle`` path, packed into that one .tar.gz — after every stage
+    and every ``interval`` seconds from a thread, so a run killed at any point (a leased machine's time limit)
+    returns what it had done, and where it was."""
+
+    def __init__(self, out: Path, work: Path, bundle: Path | None, interval: float = 20.0) -> None:
+        self.out, self.work, self.bundle, self.interval = out, work, bundle, interval
+        self.warm: Path | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def start(self) -> None:
+        self.take()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.take()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.take()
+
+    def take(self) -> None:
+        with self._lock:
+            copies = [
+                (self.work / "runs" / f"{arm}.json", self.out / "runs" / arm / "run_config.json")
+                for arm in ARMS
+            ]
+            copies += [
+                (self.work / "runs" / arm / name, self.out / "runs" / arm / name)
+                for arm in ARMS
+                for name in ("metrics.jsonl", "samples.jsonl", "progress.json")
+            ]
+            if self.warm is not None:
+                copies += [
+                    (self.warm / name, self.out / f"warm_start_{name}")
+                    for name in ("metrics.jsonl", "progress.json", "warm_start.json")
+                ]
+            for source, target in copies:
+                if source.is_file():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(source, target)
+            if self.bundle is None:
+                return
+            partial = self.bundle.with_name(self.bundle.name + ".partial")
+            with tarfile.open(partial, "w:gz") as archive:
+                archive.add(self.out, arcname=self.out.name)
+            partial.rename(self.bundle)
 
 
 # --- main ------------------------------------------------------------------------------------------------------
@@ -433,77 +473,28 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     work, out = args.work.resolve(), args.out.resolve()
     log = Log(out)
+    snapshot = Snapshot(out, work, args.bundle.resolve() if args.bundle else None)
+    snapshot.start()
+    try:
+        return run(args, work, out, log, snapshot)
+    finally:
+        snapshot.stop()
+
+
+def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Snapshot) -> int:
     import torch
 
-    log(
-        f"torch {torch.__version__}, cuda: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}"
-    )
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    log(f"torch {torch.__version__}, GPU: {gpu}")
     index = work / "index-bm25"
     ensure_index(args.corpus.resolve(), index, log)
-    if args.smoke:
-        from trainer.models import tiny_model, tiny_tokenizer
-
-        start = work / "start-tiny"
-        if not (start / "config.json").is_file():
-            tokenizer = tiny_tokenizer()
-            tiny_model(tokenizer, seed=args.seed).save_pretrained(start)
-            tokenizer.save_pretrained(start)
-    elif args.start_model:
-        start = args.start_model.resolve()
-    else:
-        base = work / "SmolLM2-135M-Instruct"
-        ensure_base_model(args.gguf.resolve(), base, log)
-        start = work / "SmolLM2-135M-Instruct-warm-redundant"
-        ensure_warm_start(base, index, args.questions.resolve(), start, out, log)
-        pack(out, work / "runs", args.bundle)
-
-    all_rows = read_rows(args.questions)
-    eval_rows = split_rows(all_rows, "test")[: args.eval_limit]
-    candidates = unseen_train_rows(args.questions, start, args.train_limit, args.seed)
-    budgets_config = arm_config(args, BASELINE, start, work / "none", index, work / "none")
-    budgets = budgets_config.agent_budgets()
-
+    start = start_model(args, work, index, out, log, snapshot)
+    eval_rows = split_rows(read_rows(args.questions), "test")[: args.eval_limit]
+    budgets = arm_config(args, BASELINE, start, work / "none", index, work / "none").agent_budgets()
     train_file = out / "train_questions.jsonl"
-    if not train_file.is_file():
-        counts = {str(r["id"]): 0 for r in candidates}
-        for sample in range(1, args.screen_samples + 1):
-            records = ensure_eval(
-                f"screen_{sample}",
-                str(start),
-                candidates,
-                index,
-                out,
-                log,
-                budgets=budgets,
-                params={},
-                temperature=args.temperature,
-                seed=args.seed + sample,
-            )
-            for r in records:
-                counts[r["id"]] += int(r["cem"])
-        kept = [
-            {
-                **r,
-                "metadata": {
-                    **(r.get("metadata") or {}),
-                    "screen": {
-                        "passes": counts[str(r["id"])],
-                        "samples": args.screen_samples,
-                        "kept": "screened",
-                    },
-                },
-            }
-            for r in candidates
-            if args.screen_min <= counts[str(r["id"])] <= args.screen_max
-        ]
-        if not kept:
-            log("screen: no question kept; stopping")
-            return 1
-        write_rows(train_file, kept)
-        pack(out, work / "runs", args.bundle)
-        log(
-            f"screen: {len(kept)} of {len(candidates)} kept (passes {sorted(counts[str(r['id'])] for r in kept)})"
-        )
+    if not train_file.is_file() and not screen(args, start, index, budgets, train_file, out, log):
+        return 1
+    snapshot.take()
 
     runs = work / "runs"
     trainers = {}
@@ -521,13 +512,8 @@ def main(argv: list[str] | None = None) -> int:
             "start", str(start), eval_rows, index, out, log, budgets=budgets, params={}, seed=args.seed
         )
     }
-    pack(out, runs, args.bundle)
-    while any(p.poll() is None for p in trainers.values()):
-        time.sleep(15)
-        pack(out, runs, args.bundle)
-    pack(out, runs, args.bundle)
     for arm, process in trainers.items():
-        log(f"training {arm}: exit {process.returncode}")
+        log(f"training {arm}: exit {process.wait()}")
     for arm in ARMS:
         if not any((runs / arm).glob("*.safetensors")):
             log(f"training {arm}: no model saved; its evaluation is skipped")
@@ -546,11 +532,88 @@ def main(argv: list[str] | None = None) -> int:
         result = table(evals, args.seed)
         (out / "table.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
         (out / "table.md").write_text(markdown(result), encoding="utf-8")
-        pack(out, runs, args.bundle)
+        snapshot.take()
     log("done")
-    pack(out, runs, args.bundle)
     print((out / "table.md").read_text(encoding="utf-8") if (out / "table.md").is_file() else "no table")
     return 0
+
+
+def start_model(
+    args: argparse.Namespace, work: Path, index: Path, out: Path, log: Log, snapshot: Snapshot
+) -> Path:
+    """The model every arm starts from: a tiny random one (--smoke), the given folder, or the warm start of the
+    base model (made here)."""
+    if args.smoke:
+        from trainer.models import tiny_model, tiny_tokenizer
+
+        start = work / "start-tiny"
+        if not (start / "config.json").is_file():
+            tokenizer = tiny_tokenizer()
+            tiny_model(tokenizer, seed=args.seed).save_pretrained(start)
+            tokenizer.save_pretrained(start)
+        return start
+    if args.start_model:
+        return Path(args.start_model).resolve()
+    base = work / "SmolLM2-135M-Instruct"
+    ensure_base_model(args.gguf.resolve(), base, log)
+    start = work / "SmolLM2-135M-Instruct-warm-redundant"
+    snapshot.warm = start
+    ensure_warm_start(base, index, args.questions.resolve(), start, out, log)
+    snapshot.take()
+    return start
+
+
+def screen(
+    args: argparse.Namespace,
+    start: Path,
+    index: Path,
+    budgets: dict[str, Any],
+    train_file: Path,
+    out: Path,
+    log: Log,
+) -> bool:
+    """Sample the start model on the unseen training questions and keep those it answered in the pass range
+    (``webapp.experiments.screening.screened_rows``' rule, with no unscreened share); False when none is kept."""
+    candidates = unseen_train_rows(args.questions, start, args.train_limit, args.seed)
+    counts = {str(r["id"]): 0 for r in candidates}
+    for sample in range(1, args.screen_samples + 1):
+        records = ensure_eval(
+            f"screen_{sample}",
+            str(start),
+            candidates,
+            index,
+            out,
+            log,
+            budgets=budgets,
+            params={},
+            temperature=args.temperature,
+            seed=args.seed + sample,
+        )
+        for r in records:
+            counts[r["id"]] += int(r["cem"])
+    kept = [
+        {
+            **r,
+            "metadata": {
+                **(r.get("metadata") or {}),
+                "screen": {
+                    "passes": counts[str(r["id"])],
+                    "samples": args.screen_samples,
+                    "kept": "screened",
+                },
+            },
+        }
+        for r in candidates
+        if args.screen_min <= counts[str(r["id"])] <= args.screen_max
+    ]
+    if not kept:
+        log("screen: no question kept; stopping")
+        return False
+    write_rows(train_file, kept)
+    log(
+        f"screen: {len(kept)} of {len(candidates)} kept (passes {sorted(counts[str(r['id'])] for r in kept)})"
+    )
+    return True
 
 
 if __name__ == "__main__":

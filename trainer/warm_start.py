@@ -450,8 +450,8 @@ def demonstration_examples(
 def _train(
     config: WarmStartConfig, model: Any, tokenizer: Any, examples: list[dict[str, list[int]]], progress: Any
 ) -> float:
+    import torch
     from datasets import Dataset  # type: ignore[import-untyped]
-    from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
     from trainer.callbacks import WarmStartCallback
@@ -459,10 +459,30 @@ def _train(
 
     t = config.training
     layers = getattr(getattr(model, "model", None), "layers", None)
-    if t.cache_frozen_layers and layers is not None and 0 < t.trainable_layers < len(layers):
+    on_gpu = torch.cuda.is_available()
+    # The frozen-layer cache is a CPU economy (its tensors live on the CPU); a GPU runs TRL's plain SFT path.
+    if t.cache_frozen_layers and not on_gpu and layers is not None and 0 < t.trainable_layers < len(layers):
         return _train_cached(config, model, examples, progress)
     freeze_lower_layers(model, t.trainable_layers)
-    args = SFTConfig(
+    trainer = SFTTrainer(
+        model=model,
+        args=sft_config(config, on_gpu=on_gpu),
+        train_dataset=Dataset.from_list(examples),
+        processing_class=tokenizer,
+        callbacks=[WarmStartCallback(config.output_dir, progress)],
+    )
+    started = time.perf_counter()
+    trainer.train()
+    return time.perf_counter() - started
+
+
+def sft_config(config: WarmStartConfig, *, on_gpu: bool) -> Any:
+    """TRL's SFT arguments of the plain path. On the GPU when there is one: a hard-coded ``use_cpu=True`` once
+    sent a GPU machine's warm start to its CPU (docs/experiment.md, "GPU sitting")."""
+    from trl.trainer.sft_config import SFTConfig
+
+    t = config.training
+    return SFTConfig(
         output_dir=str(Path(config.output_dir) / "sft"),
         num_train_epochs=t.epochs,
         learning_rate=t.learning_rate,
@@ -474,7 +494,7 @@ def _train(
         report_to=[],
         bf16=False,
         fp16=False,
-        use_cpu=True,
+        use_cpu=not on_gpu,
         seed=t.seed,
         data_seed=t.seed,
         lr_scheduler_type="cosine",
@@ -485,16 +505,6 @@ def _train(
         dataloader_num_workers=0,
         disable_tqdm=True,
     )
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=Dataset.from_list(examples),
-        processing_class=tokenizer,
-        callbacks=[WarmStartCallback(config.output_dir, progress)],
-    )
-    started = time.perf_counter()
-    trainer.train()
-    return time.perf_counter() - started
 
 
 def step_batches(n_examples: int, per_step: int, epochs: float, seed: int) -> list[list[int]]:

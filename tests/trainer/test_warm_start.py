@@ -11,7 +11,7 @@ import pytest
 from tests.agent.conftest import PASSAGES, KeywordSearcher
 from trainer.config import METHODS, ConfigError
 from trainer.demonstrations import build_demonstrations, conclusion_from, needs_search, plan_for, tokenized
-from trainer.warm_start import check_inputs, main, warm_start_config
+from trainer.warm_start import check_inputs, main, sft_config, warm_start_config
 
 ROWS = [
     {
@@ -390,3 +390,15 @@ def test_search_r1_turns_count_their_searches_up_to_the_answer(tokenizer: Any) -
     assert "Search 2 of 2: " in turns[1] and "<search>" in turns[1]
     assert "That was search 2 of 2. So the answer is Gustave Eiffel.</think>" in turns[2]
     assert turns[2].endswith("<answer> Gustave Eiffel </answer>")
+
+
+@pytest.mark.parametrize("on_gpu", [False, True])
+def test_the_plain_warm_start_trains_on_the_gpu_when_there_is_one(tmp_path: Path, on_gpu: bool) -> None:
+    config = warm_start_config(
+        {"output_dir": str(tmp_path), "index": "i", "model": {"path": "m"}, "data": {"path": "d"}}
+    )
+
+    args = sft_config(config, on_gpu=on_gpu)
+
+    assert args.use_cpu is not on_gpu
+    assert args.learning_rate == config.training.learning_rate
