@@ -6,8 +6,9 @@ This script runs the same stages with the same code (``trainer.warm_start``, ``t
 ``agent.evaluate``, ``scoring.paired_bootstrap``) on a bare GPU box that has torch and transformers but no
 database, and runs what is independent at once: the two arms' trainers side by side, the start model's
 evaluation while they train. It writes everything small into ``--out`` as it goes (a stage's files as soon as it
-ends), so a run cut short still returns what it finished; ``bench/experiment_import.py`` loads the files into the
-web app. Stages, each skipped when its output exists (a rerun resumes):
+ends, and the whole folder bundled every 20 s), so a run cut short still returns what it finished; the arms'
+``runs/*/metrics.jsonl`` plot with ``bench/experiment_curves.py``. Stages, each skipped when its output exists (a
+rerun on the same machine resumes):
 
 1. the BM25 index of the corpus; the base model from the GGUF file (``agent.setup_model.convert``);
 2. the warm start of ``demo/experiment2_warm_start.toml`` (HiPRAG's format, half the search demonstrations with a
@@ -469,6 +470,10 @@ def main(argv: list[str] | None = None) -> int:
         args.max_rollout_tokens, args.screen_min = 96, 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # A GPU image with JAX: whatever imports it (a library probing for it) would take 75% of the card per process
+    # (seen on the H200: the driver and a trainer ran out of memory). JAX stays on the CPU, allocating as it goes.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     work, out = args.work.resolve(), args.out.resolve()
