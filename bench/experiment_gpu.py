@@ -292,6 +292,20 @@ def start_training(config: Any, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def steps_done(folder: Path) -> int:
+    """The last step a run logged in its ``metrics.jsonl`` (0: none yet)."""
+    path = folder / "metrics.jsonl"
+    if not path.is_file():
+        return 0
+    done = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            done = max(done, int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):  # a line being written
+            continue
+    return done
+
+
 # --- the table -------------------------------------------------------------------------------------------------
 
 
@@ -503,12 +517,18 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
 
     runs = work / "runs"
     trainers = {}
-    budget = args.deadline - (time.perf_counter() - log.started) - args.eval_reserve if args.deadline else 0.0
+    # Training ends by the deadline less the evaluations' reserve. Both arms then stop at the same step (a stop
+    # file each, training.stop_file): the next step of the one ahead, which the other catches up to. Half the
+    # reserve again is a hard wall-clock limit (training.max_seconds) in case one arm is far behind.
+    train_until = args.deadline - args.eval_reserve if args.deadline else 0.0
     if args.deadline:
-        log(f"training budget: {budget:.0f} s (training.max_seconds), {args.steps} steps asked")
+        left = train_until - (time.perf_counter() - log.started)
+        log(f"training: {args.steps} steps asked, {left:.0f} s left for them")
     for arm in ARMS:
         config = arm_config(args, arm, start, train_file, index, runs / arm)
-        config.training.max_seconds = max(1.0, budget) if args.deadline else 0.0
+        config.training.stop_file = str(runs / f"{arm}.stop")
+        if args.deadline:
+            config.training.max_seconds = max(1.0, left + args.eval_reserve / 2)
         if not any((runs / arm).glob("*.safetensors")):
             trainers[arm] = start_training(config, out)
             log(f"training {arm} (λp = {ARMS[arm]}): pid {trainers[arm].pid}")
@@ -517,8 +537,17 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
             "start", str(start), eval_rows, index, out, log, budgets=budgets, params={}, seed=args.seed
         )
     }
+    stopping = False
+    while any(p.poll() is None for p in trainers.values()):
+        if args.deadline and not stopping and time.perf_counter() - log.started >= train_until:
+            stop_at = max(steps_done(runs / arm) for arm in ARMS) + 1
+            for arm in ARMS:
+                (runs / f"{arm}.stop").write_text(f"{stop_at}\n", encoding="utf-8")
+            log(f"training: time is up, both arms stop at step {stop_at}")
+            stopping = True
+        time.sleep(2)
     for arm, process in trainers.items():
-        log(f"training {arm}: exit {process.wait()}")
+        log(f"training {arm}: exit {process.returncode}, {steps_done(runs / arm)} steps")
     for arm in ARMS:
         if not any((runs / arm).glob("*.safetensors")):
             log(f"training {arm}: no model saved; its evaluation is skipped")

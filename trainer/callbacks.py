@@ -302,6 +302,23 @@ class TimeBudgetCallback(TrainerCallback):
             control.should_training_stop = True
 
 
+class StopFileCallback(TrainerCallback):
+    """``training.stop_file``: once the file holds a step number N, stop at the end of step N or later."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        try:
+            stop_at = int(self.path.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):  # no file yet, or one being written
+            return
+        if state.global_step >= stop_at:
+            control.should_training_stop = True
+
+
 class WarmStartCallback(TrainerCallback):
     """The warm start's loss curve in ``metrics.jsonl`` (the same rows as :class:`MetricsCallback`) and its
     heartbeat: phase ``train``, batch k of N."""

@@ -212,6 +212,15 @@ class TrainingConfig:
             label="time budget (s)",
         ),
     )
+    stop_file: str = field(
+        default="",
+        metadata=_help(
+            "A file read at every step's end (empty: none): once it holds a step number N, the run ends at step N "
+            "(or at the step now ending, if later) and saves the model, as after max_steps. Arms trained side by "
+            "side stop at the same step this way when their time runs out.",
+            label="stop file",
+        ),
+    )
     learning_rate: float = field(default=1e-6, metadata=_help("Policy learning rate (AdamW)."))
     lr_scheduler_type: str = field(
         default="linear",

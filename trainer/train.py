@@ -202,7 +202,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
     from datasets import Dataset  # type: ignore[import-untyped]
 
     from trainer.algorithms import SearchGRPOTrainer, SearchPPOTrainer, grpo_args
-    from trainer.callbacks import MetricsCallback, ProgressCallback, TimeBudgetCallback
+    from trainer.callbacks import MetricsCallback, ProgressCallback, StopFileCallback, TimeBudgetCallback
     from trainer.dynamic_sampling import DynamicSampler, reward_scorer
     from trainer.models import freeze_lower_layers, load_policy, lora_config
     from trainer.progress import ProgressReporter
@@ -251,6 +251,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
             ),
             ProgressCallback(progress),
             *([TimeBudgetCallback(config.training.max_seconds)] if config.training.max_seconds > 0 else []),
+            *([StopFileCallback(config.training.stop_file)] if config.training.stop_file else []),
         ],
         "ledger": ledger,
         "method": config.method,

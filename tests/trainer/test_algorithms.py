@@ -232,3 +232,16 @@ def test_a_time_budget_ends_training_after_the_step_that_spends_it_and_saves_the
 
     assert trainer.state.global_step == 1  # the first step's end is past any positive budget
     assert (Path(config.output_dir) / "model.safetensors").is_file()
+
+
+def test_a_stop_file_ends_training_at_its_step_and_saves_the_model(
+    make_config: ConfigFactory, tmp_path: Path
+) -> None:
+    stop = tmp_path / "stop"
+    stop.write_text("2\n")
+    config = make_config(training={"max_steps": 5, "stop_file": str(stop)})
+
+    trainer = run(config)
+
+    assert trainer.state.global_step == 2
+    assert (Path(config.output_dir) / "model.safetensors").is_file()

@@ -63,7 +63,8 @@ def test_the_smoke_run_trains_both_arms_and_returns_the_table_in_its_bundle(tmp_
     assert config["reward"]["params"] == {"lambda_p": 0.4}  # the arms differ in λp alone
     baseline = json.loads((tmp_path / "out" / "runs" / "outcome" / "run_config.json").read_text())
     baseline["reward"]["params"] = config["reward"]["params"]
-    baseline["output_dir"] = config["output_dir"]
+    baseline["output_dir"] = config["output_dir"]  # each arm's own folder and stop file
+    baseline["training"]["stop_file"] = config["training"]["stop_file"]
     assert baseline == config
 
 
