@@ -3,8 +3,9 @@
 Batched generation with left padding, ``stop_strings`` given with the tokenizer (so a row stops at its boundary
 tag), greedy when ``temperature == 0``, torch limited to ``threads`` threads (two: more are slower on a two-core
 box, and a Celery worker shares the machine). On a machine with a GPU the model runs there (``from_pretrained``'s
-``device``; a trainer's model is wherever TRL put it) and every input tensor follows the model. Each row is then cut at a token boundary: at its first
-end-of-sequence token, or at the first token whose text completes a stop string (``text == decode(token_ids)``).
+``device``; a trainer's model is wherever TRL put it) and every input tensor follows the model. Each row is then
+cut at a token boundary: at its first end-of-sequence token, or at the first token whose text completes a stop
+string (``text == decode(token_ids)``).
 
 **Shared prefix, computed once.** The rows of a batch share a long prefix: a method's prompt (HiPRAG's is ~450
 tokens) up to the question, often the question too (a GRPO group). Every turn of a multi-turn rollout sends the
