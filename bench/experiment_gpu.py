@@ -101,9 +101,9 @@ def questions_of(rows: list[dict[str, Any]]) -> list[Any]:
 
 
 def ensure_index(corpus: Path, folder: Path, log: Log) -> None:
-    from retrieval.index import IndexConfig, build_index
+    from retrieval.index import METADATA_FILE, IndexConfig, build_index
 
-    if (folder / "metadata.json").is_file() or any(folder.glob("*.json")):
+    if (folder / METADATA_FILE).is_file():
         return
     started = time.perf_counter()
     build_index(corpus, folder, IndexConfig(kind="bm25"))
@@ -479,6 +479,24 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name} {getattr(args, name)}: no such file")
     if not (args.smoke or args.start_model or (args.gguf and args.gguf.is_file())):
         parser.error("give --gguf FILE (the base model), --start-model FOLDER, or --smoke")
+    if args.start_model and not (args.start_model / "config.json").is_file():
+        parser.error(f"--start-model {args.start_model}: not a model folder (no config.json)")
+    for name in ("steps", "num_generations", "max_turns", "max_rollout_tokens", "train_limit", "eval_limit"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    if args.deadline < 0 or args.eval_reserve < 0:
+        parser.error("--deadline and --eval-reserve are seconds, 0 or more")
+    from trainer.config import ConfigError
+
+    try:  # a bad question file fails here, naming its line, before any model is loaded
+        rows = read_rows(args.questions)
+    except ConfigError as exc:
+        parser.error(f"--questions {str(exc).split(': ', 1)[-1]}")
+    for split in ("train", "test"):
+        if not split_rows(rows, split):
+            parser.error(
+                f"--questions {args.questions}: no question whose metadata.split starts with {split!r}"
+            )
     if args.smoke:
         args.steps, args.train_limit, args.eval_limit, args.num_generations = 2, 8, 6, 2
         args.max_rollout_tokens, args.screen_min = 96, 0
@@ -496,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     snapshot.start()
     try:
         return run(args, work, out, log, snapshot)
+    except ConfigError as exc:  # a trainer or warm-start setting out of range, named by its field
+        log(f"config error: {exc}")
+        return 2
     finally:
         snapshot.stop()
 
@@ -609,6 +630,11 @@ def screen(
     """Sample the start model on the unseen training questions and keep those it answered in the pass range
     (``webapp.experiments.screening.screened_rows``' rule, with no unscreened share); False when none is kept."""
     candidates = unseen_train_rows(args.questions, start, args.train_limit, args.seed)
+    if not candidates:
+        log(
+            f"screen: every training question of {args.questions} is in the warm start's demonstrations; stopping"
+        )
+        return False
     counts = {str(r["id"]): 0 for r in candidates}
     for sample in range(1, args.screen_samples + 1):
         records = ensure_eval(

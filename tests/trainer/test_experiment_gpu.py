@@ -73,3 +73,25 @@ def test_it_refuses_to_start_without_a_model(tmp_path: Path, capsys: pytest.Capt
     with pytest.raises(SystemExit):
         _script().main(["--work", "w", "--out", "o", "--corpus", str(corpus), "--questions", str(corpus)])
     assert "--gguf FILE" in capsys.readouterr().err
+
+
+def test_a_bad_question_file_is_refused_naming_its_line_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = _jsonl(tmp_path / "c.jsonl", [])
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "a", "question": "q?", "golden_answers": ["x"]}\nnot json\n')
+
+    with pytest.raises(SystemExit):
+        _script().main(
+            [
+                "--smoke",
+                f"--work={tmp_path / 'w'}",
+                f"--out={tmp_path / 'o'}",
+                f"--corpus={corpus}",
+                f"--questions={questions}",
+            ]
+        )
+
+    assert f"{questions}:2: not a FlashRAG question row" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
