@@ -53,6 +53,13 @@ BASELINE = "outcome"
 WARM_START_RECIPE = REPO / "demo" / "experiment2_warm_start.toml"
 
 
+class StageFailed(Exception):
+    """A stage that cannot go on; the run stops with its reason in the log (and what it finished in the bundle)."""
+
+    def __init__(self, stage: str, reason: str) -> None:
+        super().__init__(f"{stage}: {reason}")
+
+
 class Log:
     def __init__(self, out: Path) -> None:
         self.path = out / "log.txt"
@@ -120,7 +127,20 @@ def ensure_base_model(gguf: Path, folder: Path, log: Log) -> None:
     log(f"base model: {gguf.name} → {folder} in {time.perf_counter() - started:.0f} s")
 
 
-def ensure_warm_start(base: Path, index: Path, questions: Path, folder: Path, out: Path, log: Log) -> None:
+# --smoke's warm start: the recipe's share of redundant searches and its plain SFT path (the one a GPU takes), on
+# the tiny model's byte-level tokenizer (long turns) and 2 demonstrations: the check that the warm start runs on the
+# machine at all, which the first GPU sitting lacked (docs/experiment.md, "The GPU sitting").
+SMOKE_WARM_START: dict[str, Any] = {
+    "max_turn_tokens": 1000,
+    "max_rollout_tokens": 6400,  # room for the redundant search at 1000-token turns
+    "data": {"questions_per_method": 2},
+    "training": {"epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "max_length": 8192},
+}
+
+
+def ensure_warm_start(
+    base: Path, index: Path, questions: Path, folder: Path, out: Path, log: Log, *, smoke: bool = False
+) -> None:
     if (folder / "config.json").is_file():
         return
     recipe = tomllib.loads(WARM_START_RECIPE.read_text(encoding="utf-8"))
@@ -128,18 +148,27 @@ def ensure_warm_start(base: Path, index: Path, questions: Path, folder: Path, ou
     recipe["model"] = {**recipe.get("model", {}), "path": str(base), "torch_threads": 4}
     recipe["data"] = {**recipe["data"], "path": str(questions)}
     recipe["training"] = {**recipe["training"], "cache_frozen_layers": False}
+    if smoke:
+        recipe["max_turn_tokens"] = SMOKE_WARM_START["max_turn_tokens"]
+        recipe["max_rollout_tokens"] = SMOKE_WARM_START["max_rollout_tokens"]
+        recipe["data"].update(SMOKE_WARM_START["data"])
+        recipe["training"].update(SMOKE_WARM_START["training"])
     config = out / "warm_start_config.json"
     config.write_text(json.dumps(recipe, indent=1), encoding="utf-8")
     started = time.perf_counter()
     log(f"warm start: {WARM_START_RECIPE.name} → {folder} (output in warm_start.log)")
     with (out / "warm_start.log").open("wb") as output:
-        subprocess.run(
+        code = subprocess.run(
             [sys.executable, "-m", "trainer.warm_start", str(config)],
-            check=True,
             cwd=REPO,
             stdout=output,
             stderr=subprocess.STDOUT,
+        ).returncode
+    if code != 0:
+        tail = (
+            (out / "warm_start.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         )
+        raise StageFailed("warm start", f"exit {code}; warm_start.log ends:\n" + "\n".join(tail))
     log(f"warm start: done in {time.perf_counter() - started:.0f} s")
 
 
@@ -169,7 +198,6 @@ def evaluate_model(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """One record per question (HiPRAG's format, the evidence judge), as ``webapp.evaluation`` stores them."""
-    from agent import judges as det
     from agent.backend_transformers import TransformersBackend
     from agent.evaluate import Judges, evaluate_sync
     from agent.rollout import PAPER_CONFIGS
@@ -187,27 +215,50 @@ def evaluate_model(
         params=params,
         batch_size=len(rows),
     )
-    records = []
-    for record in result.records:
-        t = record.trajectory
-        records.append(
+    return [record_row(record) for record in result.records]
+
+
+def record_row(record: Any) -> dict[str, Any]:
+    """One evaluated question (an ``agent.evaluate.TrajectoryRecord``) as a line of ``eval_*.jsonl``."""
+    from agent import judges as det
+
+    t = record.trajectory
+    return {
+        "id": record.question.id,
+        "question": record.question.text,
+        "golden_answers": list(record.question.golds),
+        "answer": t.answer,
+        "cem": record.cem,
+        "em": record.em,
+        "f1": record.f1,
+        "format_ok": t.valid,
+        "n_searches": t.n_searches,
+        "over_search": [_flag(v) for v in record.flags(det.OVER_SEARCH)],
+        "under_search": [_flag(v) for v in record.flags(det.UNDER_SEARCH)],
+        "reward": None if record.reward is None else record.reward.total,
+        "text": record.rollout.text,
+        # webapp.trajectories.services.trajectory_import's fields (manage.py experiment_import reads them):
+        # the response in HiPRAG's format and each step's judge outcome, the evidence rule in its reply
+        "format": "hiprag",
+        "verdicts": [
             {
-                "id": record.question.id,
-                "question": record.question.text,
-                "golden_answers": list(record.question.golds),
-                "answer": t.answer,
-                "cem": record.cem,
-                "em": record.em,
-                "f1": record.f1,
-                "format_ok": t.valid,
-                "n_searches": t.n_searches,
-                "over_search": [_flag(v) for v in record.flags(det.OVER_SEARCH)],
-                "under_search": [_flag(v) for v in record.flags(det.UNDER_SEARCH)],
-                "reward": None if record.reward is None else record.reward.total,
-                "text": record.rollout.text,
+                "detector": detector,
+                "outcome": _outcome(result.verdict),
+                "step": result.step_index,
+                "judge_model": result.model,
+                "raw_reply": result.reply or result.error or "",
             }
-        )
-    return records
+            for detector in (det.OVER_SEARCH, det.UNDER_SEARCH)
+            for result in record.verdicts.get(detector, [])
+            if result.step_index is not None
+        ],
+    }
+
+
+def _outcome(verdict: Any) -> str:
+    """A verdict as the trajectories app stores it: an unparseable reply or a failed call is an error, never a no."""
+    flag = _flag(verdict)
+    return "error" if flag is None else "true" if flag else "false"
 
 
 def _flag(verdict: Any) -> bool | None:
@@ -517,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:  # a trainer or warm-start setting out of range, named by its field
         log(f"config error: {exc}")
         return 2
+    except StageFailed as exc:
+        log(f"failed: {exc}")
+        return 1
     finally:
         snapshot.stop()
 
@@ -530,6 +584,7 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
     ensure_index(args.corpus.resolve(), index, log)
     start = start_model(args, work, index, out, log, snapshot)
     eval_rows = split_rows(read_rows(args.questions), "test")[: args.eval_limit]
+    describe(args, start, index, eval_rows, out)
     budgets = arm_config(args, BASELINE, start, work / "none", index, work / "none").agent_budgets()
     train_file = out / "train_questions.jsonl"
     if not train_file.is_file() and not screen(args, start, index, budgets, train_file, out, log):
@@ -593,27 +648,57 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
     return 0
 
 
+def describe(
+    args: argparse.Namespace, start: Path, index: Path, eval_rows: list[dict[str, Any]], out: Path
+) -> None:
+    """What the web app needs to show the run as an experiment (``manage.py experiment_import``): the arms and
+    the settings beside each arm's own ``run_config.json``, the held-out questions, the index's metadata (its
+    corpus checksum), and where it ran."""
+    import torch
+
+    from retrieval.index import METADATA_FILE
+
+    experiment = {
+        "script": "bench/experiment_gpu.py",
+        "arms": [{"name": arm, "method": "hiprag", "params": {"lambda_p": lp}} for arm, lp in ARMS.items()],
+        "baseline": BASELINE,
+        "start_model": str(start),
+        "judge": "evidence",
+        "seed": args.seed,
+        "steps": args.steps,
+        "screen": {"samples": args.screen_samples, "min": args.screen_min, "max": args.screen_max},
+        "train_limit": args.train_limit,
+        "eval_limit": args.eval_limit,
+        "smoke": args.smoke,
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+    }
+    (out / "experiment.json").write_text(json.dumps(experiment, indent=1), encoding="utf-8")
+    if not (out / "eval_questions.jsonl").is_file():
+        write_rows(out / "eval_questions.jsonl", eval_rows)
+    shutil.copy(index / METADATA_FILE, out / "index_metadata.json")
+
+
 def start_model(
     args: argparse.Namespace, work: Path, index: Path, out: Path, log: Log, snapshot: Snapshot
 ) -> Path:
     """The model every arm starts from: a tiny random one (--smoke), the given folder, or the warm start of the
     base model (made here)."""
+    if args.start_model:
+        return Path(args.start_model).resolve()
     if args.smoke:
         from trainer.models import tiny_model, tiny_tokenizer
 
-        start = work / "start-tiny"
-        if not (start / "config.json").is_file():
+        base, start = work / "base-tiny", work / "start-tiny"
+        if not (base / "config.json").is_file():
             tokenizer = tiny_tokenizer()
-            tiny_model(tokenizer, seed=args.seed).save_pretrained(start)
-            tokenizer.save_pretrained(start)
-        return start
-    if args.start_model:
-        return Path(args.start_model).resolve()
-    base = work / "SmolLM2-135M-Instruct"
-    ensure_base_model(args.gguf.resolve(), base, log)
-    start = work / "SmolLM2-135M-Instruct-warm-redundant"
+            tiny_model(tokenizer, seed=args.seed).save_pretrained(base)
+            tokenizer.save_pretrained(base)
+    else:
+        base, start = work / "SmolLM2-135M-Instruct", work / "SmolLM2-135M-Instruct-warm-redundant"
+        ensure_base_model(args.gguf.resolve(), base, log)
     snapshot.warm = start
-    ensure_warm_start(base, index, args.questions.resolve(), start, out, log)
+    ensure_warm_start(base, index, args.questions.resolve(), start, out, log, smoke=args.smoke)
     snapshot.take()
     return start
 
@@ -635,6 +720,9 @@ def screen(
             f"screen: every training question of {args.questions} is in the warm start's demonstrations; stopping"
         )
         return False
+    write_rows(
+        out / "screen_questions.jsonl", candidates
+    )  # what the screen chose from (the import's dataset)
     counts = {str(r["id"]): 0 for r in candidates}
     for sample in range(1, args.screen_samples + 1):
         records = ensure_eval(

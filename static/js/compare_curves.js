@@ -1,13 +1,14 @@
 /* Training curves of the compare page, overlaid: OSR and average searches per training step, one line per run.
  *
- * The page holds the data as JSON (<script id="compare-curves-data">): [{run, label, series: {"osr": [[step,
- * value], ...], "searches/mean": [...]}}], drawn with the vendored uPlot (static/vendor/uplot) as
+ * The page holds the data as JSON (<script id="compare-curves-data">): [{run, label, series: {"osr_redundant":
+ * [[step, value], ...], "osr": [...], "searches/mean": [...]}}], drawn with the vendored uPlot (static/vendor/uplot) as
  * static/js/run_curves.js draws a run's own curves. A run without a key's points has no line in that chart.
  */
 (function () {
   "use strict";
 
   var CHARTS = [
+    { key: "osr_redundant", title: "Redundant-search rate per training step", unit: true },
     { key: "osr", title: "Over-search rate (OSR) per training step", unit: true },
     { key: "searches/mean", title: "Average searches per trajectory per training step" },
   ];

@@ -291,7 +291,13 @@ def paired_differences(
     return paired_bootstrap(base_rows, run_rows, PAPER_METRICS, n_resamples=n_resamples, seed=seed)
 
 
-CURVE_KEYS = {"osr": "OSR", "searches/mean": "average searches"}  # trainer.callbacks' metric keys
+# trainer.callbacks' metric keys. osr_redundant is OSR without the evidence judge's retrieval misses: the redundant
+# searches (a repeated query, or one for what an earlier passage gave) that a process reward is meant to remove.
+CURVE_KEYS = {
+    "osr_redundant": "redundant-search rate",
+    "osr": "OSR",
+    "searches/mean": "average searches",
+}
 
 
 def training_run_for(run: Run) -> Run | None:
@@ -319,6 +325,10 @@ def training_curves(runs: Sequence[Run]) -> list[dict[str, Any]]:
             series[key].append([step, value])
         if any(series.values()):
             curves.append(
-                {"run": train.pk, "label": f"#{train.pk} {train.get_method_display()}", "series": series}
+                {
+                    "run": train.pk,
+                    "label": f"#{train.pk} {train.name or train.get_method_display()}",
+                    "series": series,
+                }
             )
     return curves

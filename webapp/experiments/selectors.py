@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from scoring.aggregates import MICRO
 from scoring.paired_bootstrap import DEFAULT_CONFIDENCE, METRICS, Difference
@@ -13,7 +13,7 @@ from webapp.evaluation.compare import paired_differences
 from webapp.evaluation.selectors import evaluation_report_rows
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.specs import Arm, ExperimentSpec
-from webapp.runs.models import Run
+from webapp.runs.models import MetricPoint, Run
 
 
 def experiment_list() -> QuerySet[Experiment]:
@@ -46,6 +46,16 @@ def _trained(arm: Arm) -> Key:
 def _finished_run(links: dict[Key, ExperimentRun], key: Key) -> Run | None:
     link = links.get(key)
     return link.run if link is not None and link.run.status == Run.Status.FINISHED else None
+
+
+def _steps_trained(links: dict[Key, ExperimentRun], arm: Arm, asked: int) -> int:
+    """The steps the arm's training logged (fewer than asked when a time budget or a stop file ended it early),
+    or the steps asked when it logged none."""
+    link = links.get((ExperimentRun.Role.TRAIN.value, arm.method, arm.name))
+    if link is None:
+        return asked
+    last = MetricPoint.objects.filter(run_id=link.run_id).aggregate(last=Max("step"))["last"]
+    return int(last) if last else asked
 
 
 def _difference_json(d: Difference) -> dict[str, Any]:
@@ -93,7 +103,8 @@ def experiment_result(*, experiment: Experiment) -> dict[str, Any]:
             rows.append(_row(start, f"start · {arm.method}", ExperimentRun.Role.START_EVAL, arm, 0))
         trained = _finished_run(links, _trained(arm))
         if trained is not None:
-            rows.append(_row(trained, f"trained · {arm.name}", ExperimentRun.Role.EVAL, arm, spec.steps))
+            steps = _steps_trained(links, arm, spec.steps)
+            rows.append(_row(trained, f"trained · {arm.name}", ExperimentRun.Role.EVAL, arm, steps))
     baseline = spec.arm(spec.baseline)
     base_trained = _finished_run(links, _trained(baseline))
     comparisons: list[tuple[str, Run | None, Run | None]] = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -13,7 +13,7 @@ from webapp.experiments import inputs, selectors, services
 from webapp.experiments.forms import KNOB_FIELDS, ExperimentForm
 from webapp.experiments.models import Experiment
 from webapp.experiments.reporting import TITLES, delta_cell, interval_cell, value_cell
-from webapp.experiments.specs import SCREEN_FIELDS, ExperimentConfigError, ExperimentSpec
+from webapp.experiments.specs import IMPORTED_FROM, SCREEN_FIELDS, ExperimentConfigError, ExperimentSpec
 
 FIELD_FOR = {
     "train": "train_dataset",
@@ -111,6 +111,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "table": _display(experiment.result or {}),
         "confidence": round(100 * float((experiment.result or {}).get("confidence", 0.95))),
         "compare_query": selectors.experiment_compare_query(experiment=experiment),
+        "imported_from": (experiment.spec or {}).get(IMPORTED_FROM, ""),
     }
     return render(request, "experiments/detail.html", context)
 
@@ -119,5 +120,8 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
 def experiment_resume(request: HttpRequest, experiment_id: int) -> HttpResponse:
     if not Experiment.objects.filter(pk=experiment_id).exists():
         raise Http404("No such experiment")
-    services.experiment_resume_request(experiment_id=experiment_id)
+    try:
+        services.experiment_resume_request(experiment_id=experiment_id)
+    except ExperimentConfigError as exc:
+        return HttpResponseBadRequest(exc.message)
     return redirect("experiments:detail", experiment_id=experiment_id)
