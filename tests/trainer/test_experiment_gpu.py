@@ -3,24 +3,19 @@ bundle are tests/webapp/experiments/test_bundles.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.bench_scripts import bench_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("experiment_gpu", REPO / "bench" / "experiment_gpu.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["experiment_gpu"] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("experiment_gpu")
 
 
 def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:

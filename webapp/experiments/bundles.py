@@ -43,7 +43,7 @@ from webapp.datasets.models import Dataset
 from webapp.evaluation.services import evaluation_report_ensure
 from webapp.experiments.inputs import experiment_dataset, experiments_dir, index_for_folder
 from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.experiments.services import Stage, experiment_stages
+from webapp.experiments.services import Stage, experiment_stages, stage_attach
 from webapp.experiments.specs import (
     IMPORTED_FROM,
     KNOBS,
@@ -400,14 +400,7 @@ def experiment_import(
                     base = runs[base_key].pk if base_key in runs else None
                 run = _eval_run(bundle, experiment, spec, stage, file, model, base, user)
             runs[(stage.role, stage.arm)] = run
-            ExperimentRun.objects.create(
-                experiment=experiment,
-                role=stage.role,
-                method=stage.method,
-                arm=stage.arm,
-                position=position,
-                run=run,
-            )
+            stage_attach(experiment, stage, position, run)
     from webapp.experiments.services import experiment_store_result
 
     experiment_store_result(experiment_id=experiment.pk)

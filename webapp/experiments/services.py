@@ -177,7 +177,8 @@ def _link(experiment: Experiment, stage: Stage) -> ExperimentRun | None:
 
 
 @transaction.atomic
-def _attach(experiment: Experiment, stage: Stage, position: int, run: Run) -> None:
+def stage_attach(experiment: Experiment, stage: Stage, position: int, run: Run) -> None:
+    """Link ``run`` to the experiment as ``stage`` (a restarted stage's link points at its new run)."""
     link = (
         ExperimentRun.objects.select_for_update()
         .filter(experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm)
@@ -220,7 +221,7 @@ def _run_stage(
     if stage.role == ExperimentRun.Role.TRAIN:
         with transaction.atomic():
             run = _create_train_run(experiment, spec, spec.arm(stage.arm), start_model)
-            _attach(experiment, stage, position, run)
+            stage_attach(experiment, stage, position, run)
         experiment_log(
             experiment.pk, f"training {stage.arm} from {start_model}: run #{run.pk}, {spec.steps} steps", say
         )
@@ -253,7 +254,7 @@ def _run_stage(
             base_run_id=base_run_id,
             enqueue=False,
         )
-        _attach(experiment, stage, position, run)
+        stage_attach(experiment, stage, position, run)
     experiment_log(
         experiment.pk,
         f"screen sample {sample}: the start model on the training questions, run #{run.pk}"

@@ -7,10 +7,8 @@ script itself (its --smoke, a tiny model on the CPU) and imports what it returne
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import tarfile
 from argparse import Namespace
 from io import StringIO
@@ -25,6 +23,7 @@ from agent.evaluate import Judges, evaluate_sync
 from agent.rollout import Question
 from tests.agent.conftest import PASSAGES, KeywordSearcher, ScriptedBackend
 from tests.agent.test_rollout import response
+from tests.bench_scripts import bench_script
 from tests.webapp.evaluation.conftest import hiprag_two_steps
 from webapp.common.importing import DataImportError
 from webapp.corpora.models import Index
@@ -38,26 +37,16 @@ pytestmark = pytest.mark.django_db
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("experiment_gpu", REPO / "bench" / "experiment_gpu.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["experiment_gpu"] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("experiment_gpu")
 
 
 def search_twice(text: str) -> str:
-    """HiPRAG's format with the first query asked again: a redundant search (the evidence judge's repeated_query)."""
-    if "Please answer the following question" in text:
-        return "Paris is the capital of France."
+    """HiPRAG's two steps with the first query asked again as the second: a redundant search (the evidence judge's
+    repeated_query)."""
     r = response(text)
-    if "<context>" not in r:
-        return " I should look it up.</reasoning>\n    <search>capital of France</search>"
-    if r.endswith("<conclusion>"):
-        return "Paris is the capital of France.</conclusion>"
-    if r.count("<step>") == 1:
+    if "<context>" in r and r.count("<step>") == 1 and not r.endswith("<conclusion>"):
         return "\n<step>\n    <reasoning>Check it again.</reasoning>\n    <search>capital of France</search>"
-    return "\n</think>\n<answer>Paris</answer>"
+    return hiprag_two_steps(text)
 
 
 def no_search(text: str) -> str:
