@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import tarfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,8 @@ def unpack(path: Path) -> Bundle:
     target = experiments_dir() / "imports" / digest
     if not target.is_dir():
         partial = target.with_name(target.name + ".partial")
-        partial.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(partial, ignore_errors=True)  # what an interrupted unpacking left
+        partial.mkdir(parents=True)
         try:
             with tarfile.open(path, "r:*") as archive:
                 archive.extractall(partial, filter="data")
@@ -274,7 +276,9 @@ def _eval_run(
     )
     Run.objects.filter(pk=run.pk).update(
         index_id=spec.index_id,
-        judge_settings={"kind": spec.judge.kind},
+        judge_settings=asdict(
+            evaluation.judge
+        ),  # as evaluation_run_create stores it: the key's variable name only
         status=Run.Status.FINISHED,
         started_at=experiment.started_at,
         finished_at=experiment.finished_at,
