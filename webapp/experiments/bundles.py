@@ -96,11 +96,11 @@ class Bundle:
         return [row for _, row in iter_jsonl(path, name=self.where(name))]
 
 
-def unpack(path: Path) -> Bundle:
+def unpack(path: Path, label: str = "") -> Bundle:
     """The bundle unpacked once under ``VAR_DIR/experiments/imports/<its sha256>`` (the same bundle twice is
     unpacked once); members that would land outside it, links and devices are refused (tarfile's "data" filter)."""
     if not path.is_file():
-        raise DataImportError(file=str(path), line=None, field=None, message="no such file")
+        raise DataImportError(file=label or str(path), line=None, field=None, message="no such file")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     target = experiments_dir() / "imports" / digest
     if not target.is_dir():
@@ -112,18 +112,18 @@ def unpack(path: Path) -> Bundle:
                 archive.extractall(partial, filter="data")
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise DataImportError(
-                file=str(path), line=None, field=None, message=f"not a readable .tar.gz: {exc}"
+                file=label or str(path), line=None, field=None, message=f"not a readable .tar.gz: {exc}"
             ) from None
         partial.rename(target)
     tops = [child for child in target.iterdir() if child.is_dir()]
     if len(tops) != 1:
         raise DataImportError(
-            file=str(path),
+            file=label or str(path),
             line=None,
             field=None,
             message=f"expected one top folder (bench/experiment_gpu.py's --out), found {len(tops)}",
         )
-    return Bundle(root=tops[0], label=path.name)
+    return Bundle(root=tops[0], label=label or path.name)
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
@@ -351,11 +351,13 @@ def experiment_import(
     index_folder: str | Path,
     name: str = "",
     user: AbstractBaseUser | None = None,
+    label: str = "",
 ) -> Experiment:
     """Store the experiment of a bundle (see the module's doc); all or nothing. Raises DataImportError (the
-    bundle, file, line, field at fault) or ExperimentConfigError (the index)."""
+    bundle, file, line, field at fault) or ExperimentConfigError (the index). ``label`` names the bundle in
+    errors and in the experiment's name (an upload's own file name), by default its file name."""
     path = Path(path)
-    bundle = unpack(path)
+    bundle = unpack(path, label)
     described = bundle.json("experiment.json")
     index = index_for_folder(index_folder)
     _check_index(bundle, index)
@@ -368,8 +370,8 @@ def experiment_import(
         spec = _spec(bundle, described, index)
         now = timezone.now()
         experiment = Experiment.objects.create(
-            name=name or f"{described.get('name') or 'experiment'} (imported from {path.name})",
-            spec={**spec.to_json(), IMPORTED_FROM: str(path.resolve())},
+            name=name or f"{described.get('name') or 'experiment'} (imported from {bundle.label})",
+            spec={**spec.to_json(), IMPORTED_FROM: label or str(path.resolve())},
             status=Experiment.Status.RUNNING,
             log_tail="\n".join(log_lines[-LOG_TAIL_LINES:]),
             created_by=user,
@@ -409,7 +411,7 @@ def experiment_import(
 
     experiment_store_result(experiment_id=experiment.pk)
     status = Experiment.Status.FAILED if missing else Experiment.Status.FINISHED
-    error = f"imported from {path.name}; the bundle has no {', no '.join(missing)}" if missing else ""
+    error = f"imported from {bundle.label}; the bundle has no {', no '.join(missing)}" if missing else ""
     Experiment.objects.filter(pk=experiment.pk).update(status=status, error=error)
     experiment.refresh_from_db()
     return experiment

@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 
+from webapp.corpora.models import Index
 from webapp.imports.models import ImportJob
 from webapp.runs.models import Run
 
@@ -18,9 +19,21 @@ class ImportForm(forms.Form):
     dataset = forms.CharField(
         required=False, max_length=200, help_text="trajectories: dataset name to resolve question ids in"
     )
+    index = forms.ModelChoiceField(
+        Index.objects.filter(status=Index.Status.READY),
+        required=False,
+        help_text="experiment: an index of the corpus it ran on (its checksum is checked)",
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if data.get("kind") != ImportJob.Kind.TRAJECTORIES and not data.get("name"):
+        kind = data.get("kind")
+        if kind in (
+            ImportJob.Kind.CORPUS,
+            ImportJob.Kind.DATASET,
+            ImportJob.Kind.DATASET_PARQUET,
+        ) and not data.get("name"):
             self.add_error("name", "A corpus or dataset import needs a name.")
+        if kind == ImportJob.Kind.EXPERIMENT and not data.get("index"):
+            self.add_error("index", "An experiment import needs the index of the corpus it ran on.")
         return data

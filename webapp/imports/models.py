@@ -12,6 +12,7 @@ class ImportJob(models.Model):
         DATASET = "dataset", "dataset (FlashRAG JSONL)"
         DATASET_PARQUET = "dataset_parquet", "dataset (Search-R1 parquet)"
         TRAJECTORIES = "trajectories", "trajectories (JSONL)"
+        EXPERIMENT = "experiment", "experiment (bench/experiment_gpu.py's .tar.gz)"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -23,7 +24,11 @@ class ImportJob(models.Model):
     name = models.CharField(max_length=200, blank=True, help_text="name of the corpus or dataset to create")
     path = models.CharField(max_length=1000, help_text="the stored file")
     original_filename = models.CharField(max_length=300)
-    options = models.JSONField(default=dict, blank=True, help_text="trajectories: run_id, dataset name")
+    options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="trajectories: run_id, dataset name; experiment: index_id, then the experiment_id made",
+    )
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
     record_count = models.PositiveIntegerField(null=True, blank=True)

@@ -61,12 +61,38 @@ def _import(job: ImportJob) -> int:
         return dataset_import(
             name=job.name, path=job.path, file_format=file_format, display_name=display
         ).question_count
+    if job.kind == ImportJob.Kind.EXPERIMENT:
+        return _experiment_import(job, display)
     return trajectory_import(
         path=job.path,
         run_id=job.options.get("run_id"),
         dataset_name=job.options.get("dataset") or None,
         display_name=display,
     )
+
+
+def _experiment_import(job: ImportJob, display: str) -> int:
+    """A bundle of bench/experiment_gpu.py (webapp.experiments.bundles); the job keeps the experiment's id, and
+    counts the trajectories it brought."""
+    from webapp.corpora.models import Index
+    from webapp.experiments.bundles import experiment_import
+    from webapp.experiments.specs import ExperimentConfigError
+    from webapp.trajectories.models import Trajectory
+
+    index = Index.objects.filter(pk=job.options.get("index_id")).first()
+    if index is None:
+        raise DataImportError(
+            file=display, line=None, field="index", message="the chosen index no longer exists"
+        )
+    try:
+        experiment = experiment_import(
+            path=Path(job.path), index_folder=index.path, name=job.name, user=job.created_by, label=display
+        )
+    except ExperimentConfigError as exc:
+        raise DataImportError(file=display, line=None, field=exc.field, message=exc.message) from None
+    job.options = {**job.options, "experiment_id": experiment.pk}
+    job.save(update_fields=["options"])
+    return Trajectory.objects.filter(run__experiment_links__experiment=experiment).count()
 
 
 def import_job_run(*, job_id: int) -> ImportJob:

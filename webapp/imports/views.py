@@ -12,12 +12,16 @@ def import_page(request: HttpRequest) -> HttpResponse:
     """Upload a corpus, dataset or trajectory file; a worker imports it and the job list shows the outcome."""
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
-        run = form.cleaned_data["run"]
+        run, index = form.cleaned_data["run"], form.cleaned_data["index"]
         import_job_create(
             kind=form.cleaned_data["kind"],
             upload=form.cleaned_data["file"],
             name=form.cleaned_data["name"],
-            options={"run_id": run.pk if run else None, "dataset": form.cleaned_data["dataset"]},
+            options={
+                "run_id": run.pk if run else None,
+                "dataset": form.cleaned_data["dataset"],
+                "index_id": index.pk if index else None,
+            },
             created_by=request.user,
         )
         return redirect("imports:page")

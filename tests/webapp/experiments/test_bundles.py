@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
 from agent.evaluate import Judges, evaluate_sync
@@ -29,6 +30,8 @@ from webapp.common.importing import DataImportError
 from webapp.corpora.models import Index
 from webapp.experiments.bundles import experiment_import
 from webapp.experiments.models import Experiment, ExperimentRun
+from webapp.imports.models import ImportJob
+from webapp.imports.services import import_job_run
 from webapp.runs.models import MetricPoint, Run
 from webapp.trajectories.models import Trajectory
 
@@ -305,6 +308,63 @@ def test_the_command_prints_the_table_and_names_a_bad_file(tmp_path: Path, index
     (tmp_path / "junk.tar.gz").write_bytes(b"not a tar")
     with pytest.raises(CommandError, match=re.escape("junk.tar.gz: not a readable .tar.gz")):
         call_command("experiment_import", str(tmp_path / "junk.tar.gz"), "--index", index.path)
+
+
+def test_the_import_page_takes_a_bundle_and_links_the_experiment_it_made(
+    tmp_path: Path,
+    index: Index,
+    researcher_client: Any,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.UPLOAD_DIR = tmp_path / "uploads"
+    bundle, _ = make_bundle(tmp_path, index)
+    upload = SimpleUploadedFile("results.tar.gz", bundle.read_bytes())
+
+    with django_capture_on_commit_callbacks(execute=False):
+        response = researcher_client.post(
+            "/imports/", {"kind": "experiment", "file": upload, "index": index.pk}
+        )
+    assert response.status_code == 302
+    job = import_job_run(job_id=ImportJob.objects.get().pk)  # what the worker's task does
+
+    assert job.status == "finished", job.error
+    experiment = Experiment.objects.get(pk=job.options["experiment_id"])
+    assert experiment.status == Experiment.Status.FINISHED and experiment.name.endswith(
+        "(imported from results.tar.gz)"
+    )
+    assert job.record_count == 16  # 4 questions screened + 3 evaluations of 4
+    jobs = researcher_client.get("/imports/jobs/").content.decode()
+    assert f'href="/experiments/{experiment.pk}/"' in jobs
+    assert "results.tar.gz" in researcher_client.get(f"/experiments/{experiment.pk}/").content.decode()
+
+
+def test_the_import_page_asks_for_the_index_and_a_bad_bundle_fails_naming_its_file(
+    tmp_path: Path,
+    index: Index,
+    researcher_client: Any,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.UPLOAD_DIR = tmp_path / "uploads"
+    refused = researcher_client.post(
+        "/imports/", {"kind": "experiment", "file": SimpleUploadedFile("results.tar.gz", b"x")}
+    )
+    assert refused.status_code == 200 and b"needs the index" in refused.content
+
+    with django_capture_on_commit_callbacks(execute=False):
+        researcher_client.post(
+            "/imports/",
+            {
+                "kind": "experiment",
+                "file": SimpleUploadedFile("results.tar.gz", b"not a tar"),
+                "index": index.pk,
+            },
+        )
+    job = import_job_run(job_id=ImportJob.objects.get().pk)
+
+    assert job.status == "failed" and job.error.startswith("results.tar.gz: not a readable .tar.gz")
+    assert not Experiment.objects.exists()
 
 
 @pytest.mark.slow
