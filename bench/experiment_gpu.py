@@ -23,8 +23,9 @@ rerun on the same machine resumes):
 7. the table: each evaluation's report row, and paired-bootstrap 95% intervals (2,000 resamples) of
    process − outcome (trained) and of each trained model − the start.
 
-``--smoke`` runs every stage on a tiny random model with a handful of questions (a minute on a CPU): the check
-before device time is spent.
+``--smoke`` runs every stage on a tiny random model with a handful of questions, its warm start included (about
+75 s on a CPU): the check before device time is spent. ``manage.py experiment_import BUNDLE`` (or the web app's
+Imports page) brings the bundle into the web app as an experiment (``webapp.experiments.bundles``).
 """
 
 from __future__ import annotations
@@ -720,9 +721,8 @@ def screen(
             f"screen: every training question of {args.questions} is in the warm start's demonstrations; stopping"
         )
         return False
-    write_rows(
-        out / "screen_questions.jsonl", candidates
-    )  # what the screen chose from (the import's dataset)
+    # What the screen chose from: the training questions of the experiment experiment_import makes of the bundle.
+    write_rows(out / "screen_questions.jsonl", candidates)
     counts = {str(r["id"]): 0 for r in candidates}
     for sample in range(1, args.screen_samples + 1):
         records = ensure_eval(
