@@ -659,7 +659,9 @@ def describe(
 
     from retrieval.index import METADATA_FILE
 
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     experiment = {
+        "name": f"λp = 0 against λp = 0.4, {args.steps} steps, on {device}",
         "script": "bench/experiment_gpu.py",
         "arms": [{"name": arm, "method": "hiprag", "params": {"lambda_p": lp}} for arm, lp in ARMS.items()],
         "baseline": BASELINE,
@@ -672,7 +674,7 @@ def describe(
         "eval_limit": args.eval_limit,
         "smoke": args.smoke,
         "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "device": device,
     }
     (out / "experiment.json").write_text(json.dumps(experiment, indent=1), encoding="utf-8")
     if not (out / "eval_questions.jsonl").is_file():

@@ -49,7 +49,8 @@
         width: width,
         height: 220,
         scales: chart.unit ? { x: { time: false }, y: { range: [0, 1] } } : { x: { time: false } },
-        axes: [{ label: "step" }, { size: 56 }],
+        // whole steps on the x axis, however few (uPlot's default increments would put ticks at 1.25, 1.5, …)
+        axes: [{ label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }, { size: 56 }],
         series: built.series,
       }, built.data, box);
     });
