@@ -94,9 +94,10 @@ def lora_config(config: ModelConfig) -> Any:
 def freeze_lower_layers(model: Any, trainable: int) -> None:
     """Train only the top ``trainable`` decoder layers and the final norm: freeze the embeddings (tied to the LM
     head in SmolLM2) and every layer below. The backward pass then stops at the lowest trainable layer — about
-    1.8× less compute with 10 of SmolLM2's 30 layers — which is what makes a CPU step short. 0: train everything."""
+    1.8× less compute with 10 of SmolLM2's 30 layers — which is what makes a CPU step short. 0: train everything;
+    the number of layers or more: every layer and the final norm, the embeddings frozen."""
     layers = getattr(getattr(model, "model", None), "layers", None)
-    if not trainable or layers is None or trainable >= len(layers):
+    if not trainable or layers is None:
         return
     model.model.embed_tokens.requires_grad_(False)
     for layer in list(layers)[: len(layers) - trainable]:

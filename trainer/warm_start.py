@@ -461,7 +461,7 @@ def _train(
     layers = getattr(getattr(model, "model", None), "layers", None)
     on_gpu = torch.cuda.is_available()
     # The frozen-layer cache is a CPU economy (its tensors live on the CPU); a GPU runs TRL's plain SFT path.
-    if t.cache_frozen_layers and not on_gpu and layers is not None and 0 < t.trainable_layers < len(layers):
+    if t.cache_frozen_layers and not on_gpu and layers is not None and 0 < t.trainable_layers <= len(layers):
         return _train_cached(config, model, examples, progress)
     freeze_lower_layers(model, t.trainable_layers)
     trainer = SFTTrainer(
@@ -597,7 +597,9 @@ def _train_cached(
     t = config.training
     inner = model.model
     layers = list(inner.layers)
-    split = len(layers) - t.trainable_layers
+    split = max(
+        0, len(layers) - t.trainable_layers
+    )  # 0: every layer trains; only the embeddings are computed once
     bottom, top = layers[:split], layers[split:]
     freeze_lower_layers(model, t.trainable_layers)
     started = time.perf_counter()

@@ -253,10 +253,13 @@ def test_a_cached_demo_warm_model_of_an_older_recipe_is_rebuilt(tmp_path: Path, 
     assert len(built) == 1  # the current recipe's model is reused
 
 
-def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("trainable", [2, 4])
+def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(
+    tmp_path: Path, trainable: int
+) -> None:
     """Frozen layers computed once, shared prompt prefixes once, the LM head only where the loss is: the same
     weights after six steps as a plain loop over the whole model (full logits, every label), with the same
-    optimizer, schedule and order."""
+    optimizer, schedule and order. With every layer trained (4 of 4) only the embeddings are computed once."""
     import torch
     from torch.nn import functional
     from transformers import get_cosine_schedule_with_warmup
@@ -289,7 +292,7 @@ def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(t
                 "epochs": 2,
                 "batch_size": 2,
                 "gradient_accumulation_steps": 1,
-                "trainable_layers": 2,
+                "trainable_layers": trainable,
             },
         }
     )
@@ -297,7 +300,8 @@ def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(t
     plain = tiny_model(tokenizer, layers=4, seed=1)
     _train_cached(config, cached, examples, ProgressReporter(tmp_path))
 
-    freeze_lower_layers(plain, 2)
+    freeze_lower_layers(plain, trainable)
+    assert not plain.model.embed_tokens.weight.requires_grad  # the tied embeddings stay as they are
     params = [p for p in plain.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.training.learning_rate, weight_decay=0.0)
     steps = step_batches(len(examples), 2, 2, config.training.seed)
