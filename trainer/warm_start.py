@@ -597,9 +597,8 @@ def _train_cached(
     t = config.training
     inner = model.model
     layers = list(inner.layers)
-    split = max(
-        0, len(layers) - t.trainable_layers
-    )  # 0: every layer trains; only the embeddings are computed once
+    # split 0: every layer trains, and only the embeddings (frozen) are computed once
+    split = max(0, len(layers) - t.trainable_layers)
     bottom, top = layers[:split], layers[split:]
     freeze_lower_layers(model, t.trainable_layers)
     started = time.perf_counter()
