@@ -40,8 +40,9 @@ def main() -> int:
     parser.add_argument(
         "--arms",
         default="trl,cached,trl,cached",
-        help="the arms in the order they run: trl or cached, optionally :N trainable layers (cached:6); an arm "
-        "named twice runs twice and its steps are pooled, so a machine whose load changes affects both alike",
+        help="the arms in the order they run: trl or cached, optionally :N trainable layers (cached:6) and :E epochs "
+        "of the full run estimated for it (cached:30:2.5; default --epochs); an arm named twice runs twice and its "
+        "steps are pooled, so a machine whose load changes affects both alike",
     )
     parser.add_argument("--epochs", type=float, default=3.0, help="epochs of the full run estimated")
     parser.add_argument(
@@ -93,7 +94,8 @@ def main() -> int:
     steps_of: dict[str, list[float]] = {}
     once_of: dict[str, list[float]] = {}
     for arm in args.arms.split(","):
-        kind, _, layers = arm.partition(":")
+        kind, _, rest = arm.partition(":")
+        layers = rest.partition(":")[0]
         model, _ = load_policy(ModelConfig(path=str(args.base)))
         arm_config = warm_start.warm_start_config(
             {
@@ -130,16 +132,20 @@ def main() -> int:
         for arm in steps_of
     }
     base_arm = next((a for a in results if a.startswith("trl")), None)
-    full_steps = round(args.epochs * -(-args.full_examples // per_step))
+
+    def full_steps(arm: str) -> int:  # as step_batches counts them
+        epochs = arm.split(":")[2] if arm.count(":") >= 2 else args.epochs
+        return max(1, round(float(epochs) * -(-args.full_examples // per_step)))
+
     for arm, result in results.items():
         if base_arm is None or arm == base_arm:
             continue
-        old = results[base_arm]["mean_step"] * full_steps
-        new = result["mean_step"] * full_steps + result["once"] / len(examples) * args.full_examples
+        old = results[base_arm]["mean_step"] * full_steps(base_arm)
+        new = result["mean_step"] * full_steps(arm) + result["once"] / len(examples) * args.full_examples
         print(
             f"{arm} against {base_arm}: per step {result['mean_step']:.1f} s vs {results[base_arm]['mean_step']:.1f} s; "
-            f"a full demo warm start ({args.full_examples} demonstrations, {full_steps} steps): {new:.0f} s vs {old:.0f} s, "
-            f"ratio {new / old:.2f}"
+            f"a full demo warm start ({args.full_examples} demonstrations, {full_steps(arm)} steps against "
+            f"{full_steps(base_arm)}): {new:.0f} s vs {old:.0f} s, ratio {new / old:.2f}"
         )
     print(json.dumps(results))
     return 0
