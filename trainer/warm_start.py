@@ -705,7 +705,7 @@ DEMO_METHODS = ("hiprag", "search_r1")
 # cached trainer on the top 8 layers at 4e-4 (HiPRAG 0.950, Search-R1 0.475; docs/warm_start.md has the figures).
 # 5: every decoder layer (30 is SmolLM2's count; at or over a model's count it means all of them, the embeddings
 # frozen) through the cached trainer, 2 epochs at 4e-4: Search-R1's format needs the lower layers (top 8: 0.475;
-# all 30: 0.800-0.900 over 2, 2.5 and 3 epochs), and 2 epochs put its cost at 0.30 of recipe 2's (3: 0.45)
+# all 30: 0.800-0.900 over 2, 2.5 and 3 epochs), and 2 epochs put its cost at 0.31 of recipe 2's (3: 0.45)
 # (HiPRAG 1.000, Search-R1 0.875).
 DEMO_RECIPE = 5
 # The demo's data and training settings beyond the defaults.
