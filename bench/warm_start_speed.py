@@ -29,6 +29,26 @@ if str(REPO) not in sys.path:
 VAR = Path(os.environ.get("SEARCHLAB_VAR_DIR", REPO / "var"))
 
 
+def parse_arm(
+    arm: str, layers: int, epochs: float, parser: argparse.ArgumentParser
+) -> tuple[str, int, float]:
+    """``kind[:layers[:epochs]]`` as (kind, trainable layers, epochs of the full run estimated), or a usage error
+    naming the arm, before minutes of demonstrations."""
+    parts = arm.split(":")
+    try:
+        if parts[0] not in ("trl", "cached") or len(parts) > 3:
+            raise ValueError
+        n = int(parts[1]) if len(parts) > 1 and parts[1] else layers
+        e = float(parts[2]) if len(parts) > 2 else epochs
+        if n < 0 or not 0 < e < 1000:
+            raise ValueError
+    except ValueError:
+        parser.error(
+            f"--arms {arm!r}: expected trl or cached, then optionally :LAYERS (>= 0) and :EPOCHS (> 0)"
+        )
+    return parts[0], n, e
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=Path, required=True)
@@ -55,6 +75,7 @@ def main() -> int:
         "--full-examples", type=int, default=112, help="demonstrations of the full run estimated"
     )
     args = parser.parse_args()
+    arms = {arm: parse_arm(arm, args.trainable_layers, args.epochs, parser) for arm in args.arms.split(",")}
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
@@ -94,8 +115,7 @@ def main() -> int:
     steps_of: dict[str, list[float]] = {}
     once_of: dict[str, list[float]] = {}
     for arm in args.arms.split(","):
-        kind, _, rest = arm.partition(":")
-        layers = rest.partition(":")[0]
+        kind, layers, _ = arms[arm]
         model, _ = load_policy(ModelConfig(path=str(args.base)))
         arm_config = warm_start.warm_start_config(
             {
@@ -105,7 +125,7 @@ def main() -> int:
                     **config.to_dict()["training"],
                     "epochs": epochs,
                     "cache_frozen_layers": kind == "cached",
-                    "trainable_layers": int(layers or args.trainable_layers),
+                    "trainable_layers": layers,
                 },
             }
         )
@@ -134,8 +154,7 @@ def main() -> int:
     base_arm = next((a for a in results if a.startswith("trl")), None)
 
     def full_steps(arm: str) -> int:  # as step_batches counts them
-        epochs = arm.split(":")[2] if arm.count(":") >= 2 else args.epochs
-        return max(1, round(float(epochs) * -(-args.full_examples // per_step)))
+        return max(1, round(arms[arm][2] * -(-args.full_examples // per_step)))
 
     for arm, result in results.items():
         if base_arm is None or arm == base_arm:
