@@ -154,7 +154,7 @@ def main() -> int:
     base_arm = next((a for a in results if a.startswith("trl")), None)
 
     def full_steps(arm: str) -> int:  # as step_batches counts them
-        return max(1, round(arms[arm][2] * -(-args.full_examples // per_step)))
+        return max(1, round(arms[arm][2] * -(-int(args.full_examples) // per_step)))
 
     for arm, result in results.items():
         if base_arm is None or arm == base_arm:
