@@ -14,7 +14,9 @@ rerun on the same machine resumes):
 2. the warm start of ``demo/experiment2_warm_start.toml`` (HiPRAG's format, half the search demonstrations with a
    redundant search), with TRL's plain SFT path (the frozen-layer cache is a CPU economy);
 3. the training questions: train-split questions the warm start never saw (not in its ``demonstrations.jsonl``),
-   shuffled with the seed, the first ``--train-limit``;
+   without those answerable without evidence (``scoring.guessable``: yes/no, or the answer named among the
+   question's options; ``--keep-guessable`` keeps them, as the H100 run of 2026-11-27 did, whose λp = 0 arm learnt
+   to answer them without searching), shuffled with the seed, the first ``--train-limit``;
 4. the screen: ``--screen-samples`` samples of the start model on them at the training temperature (a seed per
    sample), the questions answered (cover EM) in ``--screen-min``..``--screen-max`` of them kept
    (``webapp.experiments.screening``'s rule; pilot d's settings by default);
@@ -173,14 +175,23 @@ def ensure_warm_start(
     log(f"warm start: done in {time.perf_counter() - started:.0f} s")
 
 
-def unseen_train_rows(questions: Path, warm: Path, limit: int, seed: int) -> list[dict[str, Any]]:
-    """Train-split questions outside the warm start's demonstrations, shuffled with ``seed``, the first ``limit``."""
+def unseen_train_rows(
+    questions: Path, warm: Path, limit: int, seed: int, *, drop_guessable: bool = True
+) -> list[dict[str, Any]]:
+    """Train-split questions outside the warm start's demonstrations (and, with ``drop_guessable``, not guessable),
+    shuffled with ``seed``, the first ``limit``."""
+    from scoring.guessable import guessable
+
     seen: set[str] = set()
     demos = warm / "demonstrations.jsonl"
     if demos.is_file():
         for line in demos.read_text(encoding="utf-8").splitlines():
             seen.add(str(json.loads(line)["question_id"]))
-    rows = [r for r in split_rows(read_rows(questions), "train") if str(r["id"]) not in seen]
+    rows = [
+        r
+        for r in split_rows(read_rows(questions), "train")
+        if str(r["id"]) not in seen and not (drop_guessable and guessable(r["question"], r["golden_answers"]))
+    ]
     random.Random(seed).shuffle(rows)
     return rows[:limit]
 
@@ -510,6 +521,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=4)
     parser.add_argument("--max-rollout-tokens", type=int, default=768)
     parser.add_argument("--train-limit", type=int, default=64)
+    parser.add_argument(
+        "--keep-guessable",
+        action="store_true",
+        help="keep the training questions answerable without evidence (yes/no, or the answer named among the "
+        "question's options; scoring.guessable), which are left out by default",
+    )
     parser.add_argument("--eval-limit", type=int, default=200)
     parser.add_argument("--screen-samples", type=int, default=3)
     parser.add_argument("--screen-min", type=int, default=1)
@@ -661,7 +678,7 @@ def describe(
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     experiment = {
-        "name": f"λp = 0 against λp = 0.4, {args.steps} steps, on {device}",
+        "name": f"λp = 0 against λp = 0.4, up to {args.steps} steps, on {device}",
         "script": "bench/experiment_gpu.py",
         "arms": [{"name": arm, "method": "hiprag", "params": {"lambda_p": lp}} for arm, lp in ARMS.items()],
         "baseline": BASELINE,
@@ -671,6 +688,7 @@ def describe(
         "steps": args.steps,
         "screen": {"samples": args.screen_samples, "min": args.screen_min, "max": args.screen_max},
         "train_limit": args.train_limit,
+        "train_drop_guessable": not args.keep_guessable,
         "eval_limit": args.eval_limit,
         "smoke": args.smoke,
         "torch": torch.__version__,
@@ -717,7 +735,9 @@ def screen(
 ) -> bool:
     """Sample the start model on the unseen training questions and keep those it answered in the pass range
     (``webapp.experiments.screening.screened_rows``' rule, with no unscreened share); False when none is kept."""
-    candidates = unseen_train_rows(args.questions, start, args.train_limit, args.seed)
+    candidates = unseen_train_rows(
+        args.questions, start, args.train_limit, args.seed, drop_guessable=not args.keep_guessable
+    )
     if not candidates:
         log(
             f"screen: every training question of {args.questions} is in the warm start's demonstrations; stopping"

@@ -84,6 +84,12 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         required=False, initial="train", help_text="metadata.split prefix; empty: all"
     )
     train_limit = forms.IntegerField(min_value=0, initial=64, help_text="The first N; 0: all.")
+    train_drop_guessable = forms.BooleanField(
+        required=False,
+        label="leave out guessable questions",
+        help_text="Yes/no questions, and those naming their answer among their options: an outcome reward pays "
+        "for guessing them without a search (Experiment #2 in docs/experiment.md).",
+    )
     eval_dataset = forms.ModelChoiceField(
         queryset=Dataset.objects.order_by("name"), label="held-out questions"
     )
@@ -149,6 +155,7 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
                 "train_dataset",
                 "train_split",
                 "train_limit",
+                "train_drop_guessable",
                 "eval_dataset",
                 "eval_split",
                 "eval_limit",

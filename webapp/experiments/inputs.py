@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from scoring.guessable import guessable
 from trainer.config import TINY_MODEL
 from webapp.corpora.models import Index
 from webapp.corpora.services import corpus_for_file, index_register_ready
@@ -55,15 +56,23 @@ def dataset_rows(dataset: Dataset) -> list[dict[str, Any]]:
 
 
 def select_rows(
-    rows: Iterable[Mapping[str, Any]], *, split: str = "", limit: int = 0
+    rows: Iterable[Mapping[str, Any]], *, split: str = "", limit: int = 0, drop_guessable: bool = False
 ) -> list[dict[str, Any]]:
-    """The rows whose ``metadata.split`` starts with ``split`` (all when empty), the first ``limit`` (0: all)."""
+    """The rows whose ``metadata.split`` starts with ``split`` (all when empty), without those whose answer can be
+    guessed without evidence when ``drop_guessable`` (yes/no, or named among the question's options:
+    :func:`scoring.guessable.guessable`), the first ``limit`` (0: all)."""
     chosen = [
         dict(row)
         for row in rows
-        if not split or str((row.get("metadata") or {}).get("split", "")).startswith(split)
+        if (not split or str((row.get("metadata") or {}).get("split", "")).startswith(split))
+        and not (drop_guessable and guessable(str(row["question"]), row.get("golden_answers") or []))
     ]
     return chosen[:limit] if limit else chosen
+
+
+def train_label(drop_guessable: bool) -> str:
+    """The training dataset's label, which its name carries: what was left out shows in the name."""
+    return "train-unguessable" if drop_guessable else "train"
 
 
 def experiment_dataset(*, rows: Sequence[Mapping[str, Any]], label: str) -> Dataset:

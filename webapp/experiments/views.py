@@ -27,7 +27,10 @@ FIELD_FOR = {
 def _spec(form: ExperimentForm) -> ExperimentSpec:
     data = form.cleaned_data
     train = inputs.select_rows(
-        inputs.dataset_rows(data["train_dataset"]), split=data["train_split"], limit=data["train_limit"]
+        inputs.dataset_rows(data["train_dataset"]),
+        split=data["train_split"],
+        limit=data["train_limit"],
+        drop_guessable=data["train_drop_guessable"],
     )
     held_out = inputs.select_rows(
         inputs.dataset_rows(data["eval_dataset"]), split=data["eval_split"], limit=data["eval_limit"]
@@ -38,7 +41,9 @@ def _spec(form: ExperimentForm) -> ExperimentSpec:
         arms=data["arm_list"],
         baseline=data["baseline"],
         model=inputs.resolve_model(data["model_path"].strip() or None),
-        train_dataset_id=inputs.experiment_dataset(rows=train, label="train").pk,
+        train_dataset_id=inputs.experiment_dataset(
+            rows=train, label=inputs.train_label(data["train_drop_guessable"])
+        ).pk,
         eval_dataset_id=inputs.experiment_dataset(rows=held_out, label="eval").pk,
         index_id=data["index"].pk,
         judge=inputs.judge_choice(

@@ -433,3 +433,45 @@ def test_the_scripts_smoke_run_imports_as_an_experiment(tmp_path: Path, index: I
     assert roles.count(ExperimentRun.Role.SCREEN) == 3 and roles.count(ExperimentRun.Role.TRAIN) == 2
     trained = experiment.links.get(role="train", arm="process").run
     assert MetricPoint.objects.filter(run=trained, key="reward/mean").exists()
+
+
+H100_RUN = REPO / "docs" / "experiments" / "experiment2-h100-2026-11-27.tar.gz"
+
+
+def test_the_h100_run_imports_with_the_table_docs_experiment_md_quotes(index: Index) -> None:
+    """Experiment #2 as it ran on the H100 (docs/experiment.md): its bundle, kept in the repository, imports as
+    an experiment whose table, computed here from the stored trajectories, is the script's own table.json there."""
+    with tarfile.open(H100_RUN) as archive:
+        member = archive.extractfile("out/table.json")
+        assert member is not None
+        table = json.load(member)
+        member = archive.extractfile("out/index_metadata.json")
+        assert member is not None
+        index.metadata = {"corpus_sha256": json.load(member)["corpus_sha256"]}
+    index.save(update_fields=["metadata"])
+
+    experiment = experiment_import(path=H100_RUN, index_folder=index.path)
+
+    assert experiment.status == Experiment.Status.FINISHED and "NVIDIA H100" in experiment.log_tail
+    rows = {row["label"]: row for row in experiment.result["rows"]}
+    names = {
+        "start · hiprag": "start",
+        "trained · outcome": "trained_outcome",
+        "trained · process": "trained_process",
+    }
+    for label, name in names.items():
+        for metric in ("cem", "em", "f1", "average_searches", "osr", "usr", "format_ok_rate"):
+            assert rows[label][metric] == pytest.approx(table["rows"][name][metric]), (label, metric)
+        assert rows[label]["n"] == 200
+    assert (rows["trained · outcome"]["steps"], rows["trained · process"]["steps"]) == (24, 23)
+    # what the docs quote: the λp = 0 arm stopped searching, the λp = 0.4 arm kept one search
+    searched = [rows[f"trained · {arm}"]["average_searches"] for arm in ("outcome", "process")]
+    assert searched == [0, 1]
+    searches = next(
+        m
+        for d in experiment.result["differences"]
+        if d["label"] == "process − outcome (trained)"
+        for m in d["metrics"]
+        if m["metric"] == "average_searches"
+    )
+    assert (searches["difference"], searches["low"], searches["high"]) == pytest.approx((1.0, 1.0, 1.0))

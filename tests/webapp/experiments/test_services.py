@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from webapp.corpora.models import Index
+from webapp.datasets.models import Dataset
 from webapp.experiments import inputs, processes, services, stage_specs
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.specs import ExperimentConfigError, JudgeChoice
@@ -196,6 +197,34 @@ def test_the_command_has_help() -> None:
     for option in ("--train-questions", "--eval-questions", "--train-limit", "--eval-limit", "--index", "--judge",
                    "--steps", "--seed", "--model", "--methods", "--resume", "--max-turns"):  # fmt: skip
         assert option in text
+
+
+def test_guessable_training_questions_can_be_left_out(
+    question_file: Path, index: Index, start_model: Path, fake_stages: dict[str, Any], tmp_path: Path
+) -> None:
+    """Experiment #2's lesson (docs/experiment.md): yes/no questions and those naming their answer among their
+    options pay an outcome reward for not searching; --train-drop-guessable leaves them out, and the training
+    dataset's name says so."""
+    rows = inputs.read_question_file(question_file)
+    rows[0] = {**rows[0], "question": "Is Paris the capital of France?", "golden_answers": ["yes"]}
+    rows[1] = {**rows[1], "question": "Which is bigger, Paris or Lyon?", "golden_answers": ["Paris"]}
+    assert [r["id"] for r in inputs.select_rows(rows, split="train")] == ["q0", "q1", "q2", "q3"]
+    assert [r["id"] for r in inputs.select_rows(rows, split="train", drop_guessable=True)] == ["q2", "q3"]
+    assert [r["id"] for r in inputs.select_rows(rows, split="train", limit=1, drop_guessable=True)] == ["q2"]
+    question_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    call_command(
+        "experiment",
+        *("--model", str(start_model), "--train-questions", str(question_file), "--train-split", "train"),
+        "--train-drop-guessable",
+        *("--eval-questions", str(question_file), "--eval-split", "test", "--eval-limit", "2"),
+        *("--index-id", str(index.pk), "--steps", "1", "--num-generations", "2", "--batch-size", "2"),
+        *("--resamples", "50", "--methods", "hiprag"),
+        stdout=StringIO(),
+        stderr=StringIO(),
+    )
+    dataset = Dataset.objects.get(pk=Experiment.objects.get().spec["train_dataset_id"])
+    assert dataset.name.startswith("experiment-train-unguessable-2-")
+    assert sorted(dataset.questions.values_list("external_id", flat=True)) == ["q2", "q3"]
 
 
 def test_inputs_select_reuse_and_refuse(question_file: Path, settings: Any, tmp_path: Path) -> None:

@@ -86,6 +86,7 @@ def test_it_starts_an_experiment_from_the_browser(
                 "rollout_engine": "vllm",
                 "dynamic_sampling": "on",
                 "dynamic_sampling_max_draws": 3,
+                "train_drop_guessable": "on",
             },
         )
     experiment = Experiment.objects.latest("pk")
@@ -95,6 +96,9 @@ def test_it_starts_an_experiment_from_the_browser(
         ("process", {"lambda_p": 0.4}),
     ]
     assert experiment.spec["run"]["training"]["lr_scheduler_type"] == "linear"
+    # none of these questions is guessable, so all stay, in a dataset whose name says they were screened for it
+    train_set = Dataset.objects.get(pk=experiment.spec["train_dataset_id"])
+    assert train_set.name.startswith("experiment-train-unguessable-2-") and train_set.question_count == 2
     assert experiment.spec["run"]["rollout"]["engine"] == "vllm"
     # DAPO's dynamic sampling, a knob like the others (issue 21)
     training = experiment.spec["run"]["training"]

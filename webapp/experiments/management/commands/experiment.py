@@ -98,6 +98,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--train-limit", type=int, default=0, help="the first N training questions (0: all)"
         )
+        parser.add_argument(
+            "--train-drop-guessable",
+            action="store_true",
+            help="leave out training questions answerable without evidence: yes/no, or the answer named among "
+            "the question's options (an outcome reward pays for guessing them; docs/experiment.md, Experiment #2)",
+        )
         evaluation = parser.add_mutually_exclusive_group(required=False)
         evaluation.add_argument(
             "--eval-questions", metavar="FILE", help="FlashRAG JSONL of held-out questions"
@@ -213,7 +219,9 @@ class Command(BaseCommand):
                 arms=arms,
                 baseline=baseline,
                 model=model,
-                train_dataset_id=inputs.experiment_dataset(rows=train, label="train").pk,
+                train_dataset_id=inputs.experiment_dataset(
+                    rows=train, label=inputs.train_label(options["train_drop_guessable"])
+                ).pk,
                 eval_dataset_id=inputs.experiment_dataset(rows=held_out, label="eval").pk,
                 index_id=index.pk,
                 judge=judge,
@@ -241,7 +249,12 @@ class Command(BaseCommand):
             raise ExperimentConfigError(
                 f"{which}_questions", f"give --{which}-questions FILE or --{which}-dataset NAME"
             )
-        return inputs.select_rows(rows, split=options[f"{which}_split"], limit=options[f"{which}_limit"])
+        return inputs.select_rows(
+            rows,
+            split=options[f"{which}_split"],
+            limit=options[f"{which}_limit"],
+            drop_guessable=options.get(f"{which}_drop_guessable", False),
+        )
 
     def _index(self, options: dict[str, Any]) -> Index:
         if options["index"]:
