@@ -91,6 +91,16 @@ class Run(models.Model):
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
 
+    @property
+    def methods_display(self) -> str:
+        """The method, or a warm start's methods: one run teaches every format in its ``config.methods`` (the demo's
+        teaches HiPRAG and Search-R1), while ``method`` holds only the first."""
+        names = (self.config or {}).get("methods") if self.kind == self.Kind.WARM_START else None
+        if not isinstance(names, list) or len(names) < 2:
+            return str(self.get_method_display())  # type: ignore[attr-defined]  # Django's choices accessor
+        labels = dict(Method.choices)
+        return " + ".join(str(labels.get(name, name)) for name in names)
+
 
 class MetricPoint(models.Model):
     """One logged scalar: ``key`` at training ``step``, e.g. ``reward/total``, ``search/over_rate``."""

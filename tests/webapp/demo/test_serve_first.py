@@ -79,6 +79,10 @@ def test_the_warm_start_is_queued_as_a_run_and_the_forms_say_it_is_being_prepare
         assert 'id="warm-model-notice"' in page, url
         assert f'href="/runs/{run.pk}/"' in page and "step 3 of 12" in page and "min left" in page, url
 
+    # The runs page and the run's page name every format the warm start teaches, not only the first.
+    for url in ("/", f"/runs/{run.pk}/"):
+        assert "HiPRAG + Search-R1" in client.get(url).content.decode(), url
+
     # A run of the warm model before it is ready: refused, with the reason.
     refused = client.post("/training/new/", {"name": "too early", "model_path": str(half)})
     assert refused.status_code == 400
