@@ -41,6 +41,13 @@ _CLAUSE_WORDS = frozenset("and but which who whom where while whose".split())
 # 64-token turn budget. 30 words made 35 of HiPRAG's 256 model turns and 83 of Search-R1's 152 exceed 50 tokens
 # (up to 123): turns the budget would cut at training time.
 MAX_CONCLUSION_WORDS = 14
+# Search-R1's turn holds the previous hop's conclusion *and* the count, the next intent and the query (HiPRAG's
+# conclusion is a turn of its own), so its conclusion is shorter still. At 14 words 6-9 of its 56 demonstrations had
+# a turn over the 64-token budget (left out) and 20-25 model turns went over 56 tokens; the warm model then wrote
+# turns a few tokens longer than it was shown, which the budget cut. At 8 words: 1-3 left out, 9-10 over 56, and
+# Search-R1's format-ok on 40 unseen questions 0.925-0.975 over three seeds (0.700-0.875 at 14; docs/warm_start.md,
+# recipe 6).
+SEARCH_R1_CONCLUSION_WORDS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +251,8 @@ def _searchr1_turn(plan: Plan, k: int, so_far: str) -> str:
     n = len(plan.hops)
     known = ""
     if k > 0:
-        known = conclusion_from(_observation(so_far), plan.hops[k - 1][0], plan.question.text) + " "
+        words = SEARCH_R1_CONCLUSION_WORDS
+        known = conclusion_from(_observation(so_far), plan.hops[k - 1][0], plan.question.text, words) + " "
     if k < n:
         title, query = plan.hops[k]
         lead = f"This needs {n} searches. " if k == 0 else known

@@ -10,7 +10,15 @@ import pytest
 
 from tests.agent.conftest import PASSAGES, KeywordSearcher
 from trainer.config import METHODS, ConfigError
-from trainer.demonstrations import build_demonstrations, conclusion_from, needs_search, plan_for, tokenized
+from trainer.demonstrations import (
+    MAX_CONCLUSION_WORDS,
+    SEARCH_R1_CONCLUSION_WORDS,
+    build_demonstrations,
+    conclusion_from,
+    needs_search,
+    plan_for,
+    tokenized,
+)
 from trainer.warm_start import check_inputs, main, sft_config, warm_start_config
 
 ROWS = [
@@ -108,6 +116,27 @@ def test_a_conclusion_survives_hostile_passages() -> None:
     # a million spaces before a parenthesis, a million open parentheses: linear, not a regex's quadratic time
     assert conclusion_from(" " * 1_000_000 + "(x", "X", "q") == "Nothing was found about X."
     assert conclusion_from("Doc 1(Title: X) " + "(" * 1_000_000, "X", "q") == "Nothing was found about X."
+
+
+def test_search_r1s_conclusion_is_shorter_than_hiprags(tokenizer: Any) -> None:
+    """Search-R1's turn holds the conclusion and the next search, HiPRAG's conclusion is a turn of its own: with
+    the same passage, Search-R1's conclusion is cut to SEARCH_R1_CONCLUSION_WORDS, HiPRAG's to
+    MAX_CONCLUSION_WORDS (recipe 6: Search-R1's turns fit the 64-token turn budget with room to spare)."""
+    long_eiffel = (
+        "Eiffel Tower\nThe Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, designed "
+        "by Gustave Eiffel's company and completed for the world's fair of 1889."
+    )
+    searcher = KeywordSearcher([PASSAGES[0], ("1", long_eiffel), *PASSAGES[2:]])
+    plan = plan_for(ROWS[0])
+    assert plan is not None and plan.hops[0][0] == "Eiffel Tower"
+    [search_r1] = build_demonstrations("search_r1", [plan], searcher, tokenizer)
+    [hiprag] = build_demonstrations("hiprag", [plan], searcher, tokenizer)
+    second_think = search_r1.rollout.text.split("<think>")[2].split("</think>")[0]
+    conclusion = second_think.split(" Search 2 of 2:")[0]
+    assert conclusion.startswith("The Eiffel Tower is") and conclusion.endswith(".")
+    assert len(conclusion.split()) <= SEARCH_R1_CONCLUSION_WORDS < MAX_CONCLUSION_WORDS
+    hiprag_conclusion = hiprag.rollout.text.split("<conclusion>")[1].split("</conclusion>")[0]
+    assert len(conclusion.split()) < len(hiprag_conclusion.split()) <= MAX_CONCLUSION_WORDS
 
 
 def test_a_demonstration_with_a_turn_over_the_turn_budget_is_left_out(tokenizer: Any) -> None:
