@@ -61,12 +61,20 @@ def select_rows(
     """The rows whose ``metadata.split`` starts with ``split`` (all when empty), without those whose answer can be
     guessed without evidence when ``drop_guessable`` (yes/no, or named among the question's options:
     :func:`scoring.guessable.guessable`), the first ``limit`` (0: all)."""
-    chosen = [
+    in_split = [
         dict(row)
         for row in rows
-        if (not split or str((row.get("metadata") or {}).get("split", "")).startswith(split))
-        and not (drop_guessable and guessable(str(row["question"]), row.get("golden_answers") or []))
+        if not split or str((row.get("metadata") or {}).get("split", "")).startswith(split)
     ]
+    chosen = [
+        row
+        for row in in_split
+        if not (drop_guessable and guessable(str(row["question"]), row.get("golden_answers") or []))
+    ]
+    if in_split and not chosen:  # name the option that emptied the selection, not the dataset it would make
+        raise ExperimentConfigError(
+            "train_drop_guessable", f"all {len(in_split)} questions of the split are guessable; none is left"
+        )
     return chosen[:limit] if limit else chosen
 
 

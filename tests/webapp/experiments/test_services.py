@@ -211,6 +211,11 @@ def test_guessable_training_questions_can_be_left_out(
     assert [r["id"] for r in inputs.select_rows(rows, split="train")] == ["q0", "q1", "q2", "q3"]
     assert [r["id"] for r in inputs.select_rows(rows, split="train", drop_guessable=True)] == ["q2", "q3"]
     assert [r["id"] for r in inputs.select_rows(rows, split="train", limit=1, drop_guessable=True)] == ["q2"]
+    with pytest.raises(ExperimentConfigError, match="all 2 questions of the split are guessable") as error:
+        inputs.select_rows(rows[:2], split="train", drop_guessable=True)
+    assert (
+        error.value.field == "train_drop_guessable"
+    )  # the command says --train-drop-guessable, the form its box
     question_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     call_command(
         "experiment",
