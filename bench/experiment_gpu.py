@@ -132,7 +132,7 @@ def ensure_base_model(gguf: Path, folder: Path, log: Log) -> None:
 
 # --smoke's warm start: the recipe's share of redundant searches and its plain SFT path (the one a GPU takes), on
 # the tiny model's byte-level tokenizer (long turns) and 2 demonstrations: the check that the warm start runs on the
-# machine at all, which the first GPU sitting lacked (docs/experiment.md, "The GPU sitting").
+# machine at all, which a smoke without a warm start once missed.
 SMOKE_WARM_START: dict[str, Any] = {
     "max_turn_tokens": 1000,
     "max_rollout_tokens": 6400,  # room for the redundant search at 1000-token turns

@@ -3,7 +3,7 @@ the options it offers ("Who was born first, Ari Vatanen or Henrik Svensen?").
 
 An outcome reward cannot tell a guessed answer from a found one, so a policy trained on such questions can earn it
 by not searching: answering "no" is right for most "Are X and Y from the same country?" questions, and picking one
-of two names is right half the time. Experiment #2 on the H100 (docs/experiment.md) met exactly that: the screen
+of two names is right half the time. Experiment #2 on the H100 (docs/results/experiment-2-h100.md) met exactly that: the screen
 by the start model's pass rate kept 19 training questions, every one of them guessable (13 yes/no), and the
 λp = 0 arm learnt to answer without searching while its held-out CEM fell (the test split holds 18 guessable
 questions in 2,676; the train split 270 in 700). Dropping them from the training questions is a choice of data, not

@@ -479,7 +479,7 @@ def _train(
 
 def sft_config(config: WarmStartConfig, *, on_gpu: bool) -> Any:
     """TRL's SFT arguments of the plain path. On the GPU when there is one: a hard-coded ``use_cpu=True`` once
-    sent a GPU machine's warm start to its CPU (docs/experiment.md, "GPU sitting")."""
+    sent a GPU machine's warm start to its CPU, and a test checks both ways."""
     from trl.trainer.sft_config import SFTConfig
 
     t = config.training
