@@ -59,6 +59,12 @@ class Run(models.Model):
         help_text="the trainer's newest heartbeat: phase, counts, ETA (trainer.progress)",
     )
     error = models.TextField(blank=True)
+    # Reporting over HTTP (webapp.training.ingest): tokens carry this generation, and revoking them bumps it; a
+    # researcher's Stop on a run that reports over HTTP is recorded here and answered to its trainer.
+    ingest_generation = models.PositiveIntegerField(
+        default=0, help_text="ingest tokens of an older generation are revoked"
+    )
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
     )
