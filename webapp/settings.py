@@ -319,6 +319,12 @@ TRAINING_STOP_GRACE_SECONDS = env_int("TRAINING_STOP_GRACE_SECONDS", 30, minimum
 TRAINING_HEARTBEAT_TIMEOUT_SECONDS = env_int("TRAINING_HEARTBEAT_TIMEOUT_SECONDS", 120, minimum=5)
 # Where trainers that report over HTTP (trainer.report_client: Ray jobs, followers) reach searchlab's ingest API.
 TRAINING_INGEST_URL = env_str("TRAINING_INGEST_URL", "http://127.0.0.1:8000")
+# A trainer reporting over HTTP spools through outages: its run is "quiet" this long before it is marked crashed.
+TRAINING_REPORT_QUIET_LIMIT_SECONDS = env_int("TRAINING_REPORT_QUIET_LIMIT_SECONDS", 6 * 3600, minimum=60)
+# Ingest tokens expire this long after they are issued (revoking a run's tokens ends them at once).
+INGEST_TOKEN_MAX_AGE_SECONDS = env_int("INGEST_TOKEN_MAX_AGE_SECONDS", 30 * 24 * 3600, minimum=60)
+# A run keeps the last this many bytes of the log tail its trainer reports.
+INGEST_LOG_TAIL_BYTES = env_int("INGEST_LOG_TAIL_BYTES", 64 * 1024, minimum=1024)
 # A Ray cluster's Jobs API (its dashboard, e.g. http://ray-head:8265): the new-run form then offers the "ray"
 # executor (webapp.training.executors, docs/scale.md). Empty: local runs only.
 RAY_ADDRESS = env_str("RAY_ADDRESS", "")
