@@ -17,6 +17,10 @@ class Audit(models.Model):
         NONE = "", "none (uniform)"
         DATASET = "dataset", "by dataset"
         CORRECTNESS = "correctness", "by correctness (exact match)"
+        # Strata of scoring.audit_weights, each item weighted by 1 / its inclusion probability (Horvitz–Thompson).
+        STEP = "step", "by training step (early, middle, late)"
+        VERDICT = "verdict", "by the judge's verdict (flagged trajectories over-sampled)"
+        DISAGREEMENT = "disagreement", "by disagreement between two judge versions (disagreements over-sampled)"
 
     name = models.CharField(max_length=200)
     source_runs = models.ManyToManyField("runs.Run", related_name="audits")
@@ -28,6 +32,13 @@ class Audit(models.Model):
         blank=True,
         choices=Stratification.choices,
         help_text="strata sampled in proportion to their size",
+    )
+    oversample = models.FloatField(
+        default=1.0,
+        help_text="over-sampling factor of the flagged (verdict) or disagreeing (disagreement) stratum; 1 = proportional",
+    )
+    strata_judges = models.JSONField(
+        default=list, blank=True, help_text="the judge versions whose verdicts defined the strata"
     )
     annotators_per_item = models.PositiveSmallIntegerField(default=1)
     guidelines = models.TextField(blank=True)
@@ -58,6 +69,10 @@ class AuditItem(models.Model):
         "trajectories.Trajectory", on_delete=models.CASCADE, related_name="audit_items"
     )
     position = models.PositiveIntegerField(help_text="order in the annotation queue")
+    stratum = models.CharField(max_length=32, blank=True, help_text="the sampling stratum; empty when uniform")
+    weight = models.FloatField(
+        default=1.0, help_text="Horvitz–Thompson weight: 1 / the probability that this trajectory was sampled"
+    )
     # Who labels this item: ``annotators_per_item`` of the audit's annotators, assigned round-robin at creation.
     assignees = models.ManyToManyField(
         settings.AUTH_USER_MODEL, related_name="assigned_audit_items", blank=True
