@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scoring.formats.autosearch import parse_autosearch
+from scoring.formats.chat import parse_chat
 from scoring.formats.hiprag import parse_hiprag
 from scoring.formats.searchp1 import parse_searchp1
 from scoring.formats.searchr1 import parse_searchr1
@@ -26,9 +27,15 @@ PARSERS: dict[str, Parser] = {
     "tiresrag": parse_tiresrag,
 }
 
+# OpenAI-style chat trajectories (a JSON message list with tool calls, scoring.formats.chat) are no method's own
+# format, so they are not in PARSERS (the tag format each method writes); parse() reads them by this name.
+CHAT_FORMAT = "chat"
+
 
 def parse(format_name: str, text: str) -> Trajectory:
     """Parse ``text`` in the named format. An unknown format name is a caller's mistake and raises ``KeyError``."""
+    if format_name == CHAT_FORMAT:
+        return parse_chat(text)
     try:
         parser = PARSERS[format_name]
     except KeyError:

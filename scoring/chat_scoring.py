@@ -1,0 +1,111 @@
+"""Score chat trajectories (``scoring.formats.chat``) with the methods whose step semantics apply to them.
+
+A chat trajectory gives the same :class:`~scoring.trajectory.Trajectory` as the tag formats: search steps (tool calls
+to a search tool, with their query and retrieved context), non-search steps (assistant text answered from what the
+agent knows) and a final answer. The rewards that read only those are computed by the method's own paper-mode
+reward, on the parsed chat trajectory, with the same ``params`` and ``judgements`` as :func:`scoring.scorer.score`:
+
+* ``search_r1``: the paper's outcome reward (EM of the final answer) and v0.3's outcome + format reward, where
+  "follows the format" is the chat trajectory's validity (every call answered, arguments JSON objects with a query,
+  the list ending with the assistant's answer) and the retrieval hit scans the tool results of search calls;
+* ``hiprag``: Eq. 1 with A = cover EM of the final answer, F = the chat trajectory's validity, and one detector
+  verdict per step (over-search on each search call, under-search on each assistant text step, the final one too);
+* ``tiresrag``: Eq. 5: the answer's F1, the sufficiency and thinking judges (trajectory-level verdicts) and the
+  reflection reward over the first and last ``<answer>`` of the conversation.
+
+The others are refused with :class:`ScoringInputError` (field ``method``) saying why (:data:`NOT_APPLICABLE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scoring.errors import BatchAverageRequired, ScoringInputError
+from scoring.formats.chat import FORMAT_NAME, MALFORMED_KEY
+from scoring.rewards.hiprag import average_earned_bonus
+from scoring.scorer import METHODS, Scored, _Inputs
+from scoring.trajectory import Trajectory
+from scoring.verdicts import MissingVerdict
+
+CHAT_METHODS = ("search_r1", "hiprag", "tiresrag")
+
+NOT_APPLICABLE: dict[str, str] = {
+    "autosearch": "AutoSearch's Eq. 1 format reward checks each turn's own tags (<think>, <search>, <answer>) and its "
+    "repeated-search rule in the turn's text, and its self-answers are generated after each <search> turn of its "
+    "prompt; a chat trajectory has tool calls instead of those turns",
+    "search_p1": "Search-P1's path-centric reward scores the agent's own plan (its <plan> steps) against the reference "
+    "plan; a chat trajectory has no explicit plan to score",
+}
+
+
+def score_chat(
+    method: str,
+    trajectory: Trajectory,
+    golds: Sequence[str],
+    *,
+    params: Mapping[str, Any] | None = None,
+    judgements: Mapping[str, Any] | None = None,
+) -> Scored:
+    """The paper-mode reward of ``method`` for a parsed chat trajectory (:func:`scoring.formats.chat.parse_chat`).
+
+    Raises :class:`ScoringInputError` for a method that does not apply (field ``method``), a malformed message log
+    (field ``messages``, or the named ``messages[i]…`` field), bad golds, params or judgements; and
+    :class:`MissingVerdict` when a judge outcome the reward needs is missing, as :func:`scoring.scorer.score` does.
+    """
+    if not isinstance(method, str) or method not in METHODS:
+        raise ScoringInputError("method", f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if method in NOT_APPLICABLE:
+        raise ScoringInputError(
+            "method", f"{method} does not apply to chat trajectories: {NOT_APPLICABLE[method]}"
+        )
+    if trajectory.format != FORMAT_NAME:
+        raise ScoringInputError("trajectory", f"expected a chat trajectory, got format {trajectory.format!r}")
+    malformed = trajectory.extras.get(MALFORMED_KEY)
+    if malformed is not None:
+        reason = trajectory.error.reason if trajectory.error else malformed
+        raise ScoringInputError(malformed, reason.removeprefix(f"{malformed}: "))
+    if (
+        isinstance(golds, str)
+        or not isinstance(golds, Sequence)
+        or not golds
+        or not all(isinstance(g, str) for g in golds)
+    ):
+        raise ScoringInputError("golden_answers", "must be a non-empty list of strings")
+    spec = METHODS[method]
+    inputs = _Inputs("params", params, spec.params)
+    judged = _Inputs("judgements", judgements, spec.judgements)
+    try:
+        reward = spec.reward(trajectory, golds, inputs, judged)
+    except (ScoringInputError, MissingVerdict):
+        raise
+    except ValueError as exc:
+        raise ScoringInputError("input", f"{method}: {exc}") from None
+    return Scored(trajectory, reward)
+
+
+def score_chat_batch(
+    method: str,
+    items: Sequence[tuple[Trajectory, Sequence[str], Mapping[str, Any] | None]],
+    *,
+    params: Mapping[str, Any] | None = None,
+) -> list[Scored | ScoringInputError | MissingVerdict]:
+    """:func:`score_chat` over a batch of (trajectory, golds, judgements), as :func:`scoring.scorer.score_batch`:
+    HiPRAG's Sec. 5.3 ablations give a trajectory without a step of the evaluated type the batch's average bonus."""
+
+    def one(
+        item: tuple[Trajectory, Sequence[str], Mapping[str, Any] | None], given: Mapping[str, Any] | None
+    ) -> Any:
+        try:
+            return score_chat(method, item[0], item[1], params=given, judgements=item[2])
+        except (ScoringInputError, MissingVerdict) as exc:
+            return exc
+
+    results: list[Scored | ScoringInputError | MissingVerdict] = [one(item, params) for item in items]
+    pending = [i for i, r in enumerate(results) if isinstance(r, BatchAverageRequired)]
+    if pending:
+        average = average_earned_bonus(r.reward for r in results if isinstance(r, Scored))
+        filled = {**dict(params or {}), "batch_average_bonus": average}
+        for i in pending:
+            results[i] = one(items[i], filled)
+    return results

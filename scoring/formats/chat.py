@@ -1,0 +1,410 @@
+"""OpenAI-style chat trajectories: a message list with ``tool_calls`` and ``tool`` results, as agent trainers log them.
+
+veRL's tool agent loop, SkyRL, verifiers and TRL's ``tools`` record an agent's rollout as messages::
+
+    [{"role": "system", "content": "..."},
+     {"role": "user", "content": "Who wrote Hamlet?"},
+     {"role": "assistant", "content": "I should look it up.",
+      "tool_calls": [{"id": "c1", "type": "function",
+                      "function": {"name": "search", "arguments": "{\\"query\\": \\"Hamlet author\\"}"}}]},
+     {"role": "tool", "tool_call_id": "c1", "content": "Doc 1 (Title: Hamlet) ... Shakespeare ..."},
+     {"role": "assistant", "content": "<answer>William Shakespeare</answer>"}]
+
+:func:`parse_chat_messages` reads them into the same :class:`~scoring.trajectory.Trajectory` the tag formats give:
+
+* every tool call to a *search tool* (a name in ``search_tools``, by default ``search``, ``retrieve`` and
+  ``web_search``) is a SEARCH step: its query is the call's ``query`` argument (or its ``query_list`` / ``queries``,
+  joined by ``"; "``, as veRL's ``SearchTool`` takes them), its context the ``tool`` message that answers it (matched
+  by ``tool_call_id``, or in order where the log has no ids), its reasoning the assistant text that issued the call
+  (for the first call of a message; parallel calls after it have none);
+* a call to any other tool is a NON_SEARCH step (reasoning as above, the tool's result as its context, no query);
+* an assistant message without tool calls is a NON_SEARCH step: the reasoning that answers from what the agent
+  knows. Its ``<answer>`` block, if any, is the step's conclusion. The last message of the list must be such a
+  message: it is the final answer turn, as Search-R1's ``<think>`` + ``<answer>`` turn is a NON_SEARCH step.
+
+**The final answer** is the last closed ``<answer>…</answer>`` block of the final assistant message; a final message
+without the tag gives its whole text (stripped) as the answer, since chat agents often answer in plain text.
+``answers`` holds every ``<answer>`` block of every assistant message in order (TIRESRAG-R1's reflection reads the
+first and the last), then the final plain-text answer if the final message has no tag.
+
+``Trajectory.text`` is the message list as canonical JSON, one message per line (:func:`chat_text`); positions
+(``Step.start``, ``FormatError.position``) are character offsets of the message in it.
+
+**Never raises.** Two kinds of problem are reported as ``Trajectory.error`` whose reason names the message and
+field (``messages[3].tool_calls[0].function.arguments: not JSON``):
+
+* a *malformed log* (not a list of messages, an unknown role, a ``tool_calls`` that is not a list, a call without a
+  function name, a tool message that answers no pending call): also named in ``extras[MALFORMED_KEY]`` (the field),
+  so an importer can refuse the line instead of storing it;
+* an *agent's format error* (arguments that are not a JSON object, a search call without a query, a call no tool
+  message answers, a conversation that does not end with the assistant's answer, an empty final answer): the
+  trajectory is stored like an invalid tag trajectory, with whatever steps could be read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scoring.trajectory import FormatError, Step, StepKind, Trajectory
+
+FORMAT_NAME = "chat"
+DEFAULT_SEARCH_TOOLS: frozenset[str] = frozenset({"search", "retrieve", "web_search"})
+MALFORMED_KEY = (
+    "chat_malformed"  # extras key: the field of a malformed log (the importer refuses such a line)
+)
+QUESTION_KEY = "question"  # extras key: the first user message's text
+QUERY_ARGUMENTS = ("query", "query_list", "queries")
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+class _Malformed(Exception):
+    """A log that is not an OpenAI-style message list; caught inside the parser, never raised out of it."""
+
+    def __init__(self, field: str, message: str, index: int | None) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.index = index
+
+
+def chat_text(messages: Iterable[Any]) -> str:
+    """The canonical text of a message list: a JSON array with one message per line (non-ASCII kept as is)."""
+    return "[\n" + ",\n".join(json.dumps(m, ensure_ascii=False) for m in messages) + "\n]"
+
+
+def _offsets(messages: list[Any]) -> list[int]:
+    offsets, at = [], 2  # after "[\n"
+    for message in messages:
+        offsets.append(at)
+        at += len(json.dumps(message, ensure_ascii=False)) + 2  # ",\n"
+    return offsets
+
+
+def _content(value: Any, where: str, index: int) -> str:
+    """A message's text: a string, null, or OpenAI's list of content parts (text parts joined, others skipped)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for k, part in enumerate(value):
+            if not isinstance(part, Mapping):
+                raise _Malformed(f"{where}[{k}]", "expected a content part object", index)
+            text = part.get("text")
+            if part.get("type", "text") == "text" and isinstance(text, str):
+                texts.append(text)
+        return "".join(texts)
+    raise _Malformed(
+        where, f"expected a string, a list of content parts or null, got {type(value).__name__}", index
+    )
+
+
+@dataclass(slots=True)
+class _Call:
+    message: int
+    where: str  # messages[i].tool_calls[j]
+    call_id: str | None
+    name: str
+    search: bool
+    query: str | None
+    reasoning: str
+    raw: str
+    context: str | None = None
+    answered: bool = False
+
+
+@dataclass(slots=True)
+class _State:
+    search_tools: frozenset[str]
+    offsets: list[int]
+    errors: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # (reason, position) of the agent's format errors
+    pending: list[_Call] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
+
+    def fail(self, reason: str, message: int | None) -> None:
+        position = self.offsets[message] if message is not None and message < len(self.offsets) else -1
+        self.errors.append((reason, position))
+
+
+def _arguments(value: Any, where: str, index: int, state: _State) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if value is None:
+        return {}
+    if not isinstance(value, str):
+        raise _Malformed(where, f"expected a JSON string or an object, got {type(value).__name__}", index)
+    try:
+        decoded = json.loads(value) if value.strip() else {}
+    except ValueError:
+        state.fail(f"{where}: not JSON", index)
+        return {}
+    if not isinstance(decoded, dict):
+        state.fail(f"{where}: expected a JSON object, got {type(decoded).__name__}", index)
+        return {}
+    return decoded
+
+
+def _query(arguments: Mapping[str, Any]) -> str | None:
+    for key in QUERY_ARGUMENTS:
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return "; ".join(value)
+    return None
+
+
+def _tool_calls(message: Mapping[str, Any], index: int, reasoning: str, state: _State) -> list[_Call]:
+    raw_calls = message.get("tool_calls")
+    if raw_calls is None:
+        return []
+    if not isinstance(raw_calls, list):
+        raise _Malformed(f"messages[{index}].tool_calls", "expected a list of tool calls", index)
+    calls = []
+    for j, call in enumerate(raw_calls):
+        where = f"messages[{index}].tool_calls[{j}]"
+        if not isinstance(call, Mapping):
+            raise _Malformed(where, "expected an object", index)
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            raise _Malformed(
+                f"{where}.function", "missing (expected an object with name and arguments)", index
+            )
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise _Malformed(f"{where}.function.name", "missing (expected the tool's name)", index)
+        arguments = _arguments(function.get("arguments"), f"{where}.function.arguments", index, state)
+        search = name in state.search_tools
+        query = _query(arguments) if search else None
+        if search and query is None and arguments:
+            state.fail(
+                f"{where}.function.arguments: a {name!r} call without a query "
+                f"(expected one of {', '.join(QUERY_ARGUMENTS)})",
+                index,
+            )
+        call_id = call.get("id")
+        calls.append(
+            _Call(
+                message=index,
+                where=where,
+                call_id=call_id if isinstance(call_id, str) and call_id else None,
+                name=name,
+                search=search,
+                query=query,
+                reasoning=reasoning if j == 0 else "",
+                raw=json.dumps(call, ensure_ascii=False),
+            )
+        )
+    return calls
+
+
+def _answer_tool(message: Mapping[str, Any], index: int, text: str, state: _State) -> None:
+    call_id = message.get("tool_call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise _Malformed(f"messages[{index}].tool_call_id", "expected a string", index)
+    if not state.pending:
+        raise _Malformed(f"messages[{index}]", "a tool message with no tool call pending", index)
+    if call_id:
+        matches = [c for c in state.pending if c.call_id == call_id]
+        if not matches:
+            raise _Malformed(
+                f"messages[{index}].tool_call_id", f"answers no pending tool call {call_id!r}", index
+            )
+        call = matches[0]
+    else:
+        call = state.pending[0]
+    state.pending.remove(call)
+    call.context, call.answered = text, True
+
+
+def _unanswered(state: _State) -> None:
+    for call in state.pending:
+        state.fail(f"{call.where}: no tool message answers this call", call.message)
+    state.pending.clear()
+
+
+def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_SEARCH_TOOLS) -> Trajectory:
+    """Parse an OpenAI-style message list into a :class:`Trajectory` (format ``chat``). Never raises."""
+    if isinstance(messages, tuple):
+        messages = list(messages)
+    if not isinstance(messages, list):
+        return _malformed_trajectory(
+            messages, "messages", f"expected a list of messages, got {type(messages).__name__}"
+        )
+    try:
+        text = chat_text(messages)
+    except (TypeError, ValueError) as exc:  # not JSON-serialisable (a Python object in a message)
+        return _malformed_trajectory(None, "messages", f"not JSON-serialisable: {exc}")
+    state = _State(frozenset(search_tools), _offsets(messages))
+    steps: list[Step | _Call] = []  # a call's step is made at the end, once its tool message is known
+    answers: list[str] = []
+    extras: dict[str, str] = {}
+    final_answer: str | None = None
+    answered = False  # the list ends with the assistant's answer turn
+    try:
+        if not messages:
+            raise _Malformed("messages", "empty (expected the conversation's messages)", None)
+        last = len(messages) - 1
+        for i, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                raise _Malformed(
+                    f"messages[{i}]", f"expected a message object, got {type(message).__name__}", i
+                )
+            role = message.get("role")
+            if role not in _ROLES:
+                raise _Malformed(
+                    f"messages[{i}].role", f"expected one of {', '.join(sorted(_ROLES))}, got {role!r}", i
+                )
+            content = _content(message.get("content"), f"messages[{i}].content", i)
+            if role != "assistant" and message.get("tool_calls"):
+                raise _Malformed(f"messages[{i}].tool_calls", f"a {role} message cannot call tools", i)
+            if role == "tool":
+                _answer_tool(message, i, content, state)
+                continue
+            if role in ("system", "developer", "user"):
+                if role == "user" and QUESTION_KEY not in extras and content.strip():
+                    extras[QUESTION_KEY] = content.strip()
+                if state.pending:
+                    _unanswered(state)
+                continue
+            _unanswered(state)  # an assistant turn: every earlier call must have been answered by now
+            reasoning = message.get("reasoning_content")
+            reasoning = (reasoning + "\n" if isinstance(reasoning, str) and reasoning else "") + content
+            calls = _tool_calls(message, i, reasoning, state)
+            tagged = [a.strip() for a in _ANSWER.findall(content)]
+            answers.extend(tagged)
+            if calls:
+                state.pending.extend(calls)
+                state.calls.extend(calls)
+                steps.extend(calls)
+                continue
+            if i == last:
+                answered = True
+                final_answer = tagged[-1] if tagged else content.strip()
+                if not final_answer:
+                    state.fail(f"messages[{i}].content: the final assistant message is empty (no answer)", i)
+                    final_answer = None
+                elif not tagged:
+                    answers.append(final_answer)
+                body = _ANSWER.sub("", reasoning).strip() if tagged else ""
+                steps.append(_text_step(len(steps), i, body, final_answer, message, state))
+            elif reasoning.strip():
+                steps.append(
+                    _text_step(
+                        len(steps), i, reasoning.strip(), tagged[-1] if tagged else None, message, state
+                    )
+                )
+        _unanswered(state)
+        if not answered:
+            ending = (
+                "tool calls"
+                if messages[last].get("role") == "assistant"
+                else f"a {messages[last]['role']} message"
+            )
+            state.fail(
+                f"messages[{last}]: the conversation ends with {ending}, not the assistant's final answer",
+                None,
+            )
+    except _Malformed as exc:
+        position = state.offsets[exc.index] if exc.index is not None else 0
+        return Trajectory(
+            format=FORMAT_NAME,
+            text=text,
+            steps=_steps(steps, state),
+            answers=tuple(answers),
+            error=FormatError(str(exc), position),
+            extras={**extras, MALFORMED_KEY: exc.field},
+        )
+    error = None
+    if state.errors:
+        reason, position = state.errors[0]
+        error = FormatError(reason, position if position >= 0 else len(text))
+    return Trajectory(
+        format=FORMAT_NAME,
+        text=text,
+        steps=_steps(steps, state),
+        answers=tuple(answers),
+        error=error,
+        extras=extras,
+    )
+
+
+def _steps(items: list[Step | _Call], state: _State) -> tuple[Step, ...]:
+    """The steps in order, each tool call's with the tool message that answered it as its context."""
+    steps = []
+    for index, item in enumerate(items):
+        if isinstance(item, Step):
+            steps.append(item)
+            continue
+        steps.append(
+            Step(
+                index=index,
+                kind=StepKind.SEARCH if item.search else StepKind.NON_SEARCH,
+                reasoning=item.reasoning.strip(),
+                query=(item.query if item.query is not None else "") if item.search else None,
+                context=item.context,
+                raw=item.raw,
+                start=state.offsets[item.message],
+            )
+        )
+    return tuple(steps)
+
+
+def _text_step(
+    index: int,
+    message_index: int,
+    reasoning: str,
+    conclusion: str | None,
+    message: Mapping[str, Any],
+    state: _State,
+) -> Step:
+    return Step(
+        index=index,
+        kind=StepKind.NON_SEARCH,
+        reasoning=reasoning,
+        conclusion=conclusion,
+        raw=json.dumps(dict(message), ensure_ascii=False),
+        start=state.offsets[message_index],
+    )
+
+
+def _malformed_trajectory(messages: Any, field: str, message: str) -> Trajectory:
+    try:
+        text = json.dumps(messages, ensure_ascii=False) if messages is not None else ""
+    except (TypeError, ValueError):
+        text = repr(messages)
+    return Trajectory(
+        format=FORMAT_NAME,
+        text=text,
+        error=FormatError(f"{field}: {message}", 0),
+        extras={MALFORMED_KEY: field},
+    )
+
+
+def parse_chat(text: str, *, search_tools: Iterable[str] = DEFAULT_SEARCH_TOOLS) -> Trajectory:
+    """Parse a JSON text: a message list, or an object with ``"messages"``. Never raises.
+
+    This is the parser ``scoring.formats.parse("chat", text)`` uses; the stored ``raw_text`` of a chat trajectory
+    (:func:`chat_text`) parses back to the same steps.
+    """
+    try:
+        decoded = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        position = getattr(exc, "pos", 0)
+        return Trajectory(
+            format=FORMAT_NAME,
+            text=text,
+            error=FormatError(f"messages: not JSON ({exc})", position if isinstance(position, int) else 0),
+            extras={MALFORMED_KEY: "messages"},
+        )
+    if isinstance(decoded, dict) and "messages" in decoded:
+        decoded = decoded["messages"]
+    return parse_chat_messages(decoded, search_tools=search_tools)
