@@ -24,6 +24,10 @@ Unix seconds). Keys (stable; the web app plots them):
 ``groups/spread_rate_before``           dynamic sampling: the spread share before flat groups were replaced
 ``groups/dynamic_draws``                dynamic sampling: replacement groups rolled out this step
 ``ppo/value_loss`` … ``tiresrag/…``     algorithm- and method-specific terms
+``val/cem``, ``val/em``, ``val/acc``    held-out questions (``validation.every_steps``), greedy at the run's budgets:
+                                        cover EM (HiPRAG's CEM), EM, FlashRAG's ``acc``
+``val/average_searches``, ``val/osr``   held-out searches per trajectory (HiPRAG Eq. 3) and over-search rate (Eq. 2,
+``val/usr``, ``val/format_ok_rate``     when steps were judged), under-search rate, format-correct rate
 ======================================  ==============================================================================
 
 ``<output_dir>/samples.jsonl``: at step 1 and every ``sample_every`` steps, a few trajectories of the latest batch with their steps,
@@ -39,13 +43,13 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from scoring.aggregates import TrajectoryOutcome, evaluation_report
+from scoring.aggregates import EvaluationReport, TrajectoryOutcome, evaluation_report
 from trainer.rewards import SampleScore, ScoreLedger
 
 METRICS_FILE = "metrics.jsonl"
@@ -114,6 +118,30 @@ def score_metrics(scores: list[SampleScore]) -> dict[str, float]:
         # Steps whose verdict was missing, unparseable or failed: plotted per step (0 too once steps are judged).
         metrics["judge_errors"] = float(row.n_judge_errors)
     return metrics
+
+
+VALIDATION_PREFIX = "val/"
+
+
+def validation_metrics(report: EvaluationReport) -> dict[str, float]:
+    """``val/*`` metrics of an evaluation of the held-out questions (micro over its trajectories): CEM (HiPRAG's
+    cover EM), EM, FlashRAG's ``acc`` when measured, HiPRAG Eq. 3's average searches, Eq. 2's OSR and USR when steps
+    were judged, the format-correct rate."""
+    row = report.overall_micro
+    values = {
+        "cem": row.cem,
+        "em": row.em,
+        "acc": getattr(row, "acc", None),  # scoring.aggregates' FlashRAG acc, where this version has it
+        "average_searches": row.average_searches,
+        "osr": row.osr,
+        "usr": row.usr,
+        "format_ok_rate": row.format_ok_rate,
+    }
+    return {
+        f"{VALIDATION_PREFIX}{key}": float(value)
+        for key, value in values.items()
+        if isinstance(value, int | float) and math.isfinite(value)
+    }
 
 
 def trl_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
@@ -212,16 +240,28 @@ def truncate_after(path: Path, step: int) -> None:
 
 
 class MetricsCallback(TrainerCallback):
-    """Writes metrics.jsonl at every log and samples.jsonl every ``sample_every`` steps (main process only)."""
+    """Writes metrics.jsonl at every log and samples.jsonl every ``sample_every`` steps (main process only).
+
+    ``pending`` holds metrics measured since the last log by other callbacks (:class:`ValidationCallback`); they
+    are written with the next log's. With ``publish`` (trackers on), searchlab's metrics are also added to TRL's
+    ``logs``, so the report_to callbacks after this one send the run page's curves to the trackers."""
 
     def __init__(
-        self, ledger: ScoreLedger, output_dir: str, *, sample_every: int = 10, samples_per_log: int = 4
+        self,
+        ledger: ScoreLedger,
+        output_dir: str,
+        *,
+        sample_every: int = 10,
+        samples_per_log: int = 4,
+        publish: bool = False,
     ):
         self.ledger = ledger
         self.metrics_path = Path(output_dir) / METRICS_FILE
         self.samples_path = Path(output_dir) / SAMPLES_FILE
         self.sample_every = sample_every
         self.samples_per_log = samples_per_log
+        self.publish = publish
+        self.pending: dict[str, float] = {}
         self._last_sampled_step = -1
 
     def on_train_begin(
@@ -244,7 +284,10 @@ class MetricsCallback(TrainerCallback):
             return
         step = state.global_step
         now = time.time()
-        metrics = {**trl_metrics(logs), **score_metrics(self.ledger.drain_since_log())}
+        metrics = {**trl_metrics(logs), **score_metrics(self.ledger.drain_since_log()), **self.pending}
+        self.pending.clear()
+        if self.publish:
+            logs.update({key: value for key, value in metrics.items() if key not in logs})
         _append(
             self.metrics_path,
             (
@@ -258,6 +301,48 @@ class MetricsCallback(TrainerCallback):
             _append(
                 self.samples_path, (sample_row(step, s) for s in self.ledger.latest[: self.samples_per_log])
             )
+
+
+class ValidationCallback(TrainerCallback):
+    """``validation.every_steps``: at the end of every N-th step, and of the last, evaluate the held-out questions
+    with ``validate(model)`` (main process only) and have the metrics it returns written with that step's log
+    (``MetricsCallback.pending``; the step is logged even when ``logging_steps`` would skip it)."""
+
+    def __init__(
+        self,
+        validate: Callable[[Any], Mapping[str, float]],
+        every_steps: int,
+        metrics: MetricsCallback,
+        progress: Any = None,
+    ) -> None:
+        self.validate = validate
+        self.every_steps = every_steps
+        self.metrics = metrics
+        self.progress = progress
+        self._last_step = -1
+
+    def due(self, state: TrainerState, control: TrainerControl) -> bool:
+        step = state.global_step
+        last = step >= state.max_steps or control.should_training_stop
+        return step != self._last_step and (step % self.every_steps == 0 or last)
+
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if not state.is_world_process_zero or not self.due(state, control):
+            return
+        self._last_step = state.global_step
+        if self.progress is not None:
+            self.progress.update(
+                "validate", 0, 0, f"step {state.global_step}: evaluating the held-out questions"
+            )
+        self.metrics.pending.update(self.validate(model))
+        control.should_log = True
 
 
 class ProgressCallback(TrainerCallback):

@@ -34,6 +34,9 @@ ALGORITHMS = ("grpo", "ppo")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # TRL's loss aggregations
 LR_SCHEDULES = ("linear", "constant", "cosine")  # transformers' SchedulerType values we offer
 ROLLOUT_ENGINES = ("transformers", "vllm")
+# Experiment trackers a run mirrors its curves to, each kept on disk under the run's folder (trainer.trackers): the
+# names are TRL's/transformers' report_to integrations.
+TRACKERS = ("trackio", "mlflow", "wandb")
 TINY_MODEL = "tiny-random"
 # The demo's and the experiments' model.trainable_layers (the warm start's too): SmolLM2's top 10 of 30 layers train,
 # so the backward pass stops at layer 20: the update took 1.71x less time on a CPU (docs/benchmarks.md).
@@ -361,6 +364,35 @@ class LoggingConfig:
 
 
 @dataclass
+class ValidationConfig:
+    every_steps: int = field(
+        default=0,
+        metadata=_help(
+            "Evaluate the held-out questions every N optimizer steps (and at the last step): greedy, at the run's "
+            "budgets, with the rollout's search engine and judge (agent.evaluate), reported as val/cem, val/acc, "
+            "val/average_searches, val/osr … beside the training curves. 0: never. Needs rollout.factory = "
+            "'agent' (or a factory whose rollout has a searcher).",
+            label="validate every N steps",
+        ),
+    )
+    path: str = field(
+        default="",
+        metadata=_help(
+            "FlashRAG JSONL of the held-out questions. Empty: the last validation.questions questions of the "
+            "training data are held out of training (only while every_steps > 0)."
+        ),
+    )
+    questions: int = field(
+        default=16,
+        metadata=_help(
+            "Validation questions: the first N of validation.path, or N held out of the training data. Each costs "
+            "one greedy rollout (and its judge calls) per validation.",
+            label="validation questions",
+        ),
+    )
+
+
+@dataclass
 class RunConfig:
     output_dir: str = field(metadata=_help("Checkpoints, metrics.jsonl and samples.jsonl go here."))
     method: str = field(default="hiprag", metadata=_help(f"Reward method: {' | '.join(METHODS)}."))
@@ -376,6 +408,20 @@ class RunConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig, metadata=_help("Metric and sample files."))
     vllm: VLLMConfig = field(
         default_factory=VLLMConfig, metadata=_help("rollout.engine = 'vllm' only: TRL's vLLM engine.")
+    )
+    validation: ValidationConfig = field(
+        default_factory=ValidationConfig, metadata=_help("Held-out questions evaluated during training.")
+    )
+    trackers: list[str] = field(
+        default_factory=list,
+        metadata={
+            **_help(
+                f"Experiment trackers to mirror the run's metrics to: {' | '.join(TRACKERS)} (none by default). "
+                "Each writes under the run's folder (<output_dir>/trackers/), never to a network: Trackio's local "
+                "database, MLflow's file store, W&B in offline mode (wandb must be installed)."
+            ),
+            "choices": TRACKERS,
+        },
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -485,6 +531,18 @@ class RunConfig:
                 "reward.tiresrag_group_shaping",
                 "is a GRPO advantage estimator (TIRESRAG §4.4); set it to false with algorithm = 'ppo'",
             )
+        v = self.validation
+        _at_least("validation.every_steps", v.every_steps, 0)
+        _at_least("validation.questions", v.questions, 1)
+        if v.every_steps and self.rollout.factory in ("scripted", "generate"):
+            raise ConfigError(
+                "validation.every_steps",
+                "evaluates with the agent rollout's search engine and judge: set rollout.factory = 'agent' (or 0)",
+            )
+        for position, name in enumerate(self.trackers):
+            _choice(f"trackers[{position}]", name, TRACKERS)
+        if len(set(self.trackers)) != len(self.trackers):
+            raise ConfigError("trackers", f"names a tracker twice: {self.trackers!r}")
         _choice("rollout.engine", self.rollout.engine, ROLLOUT_ENGINES)
         _choice("vllm.mode", self.vllm.mode, ("colocate", "server"))
         _choice("vllm.dtype", self.vllm.dtype, ("auto", "float32", "bfloat16", "float16"))

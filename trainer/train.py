@@ -65,32 +65,34 @@ def read_question_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def load_rows(config: RunConfig) -> list[dict[str, Any]]:
-    """Dataset rows: ``prompt`` (from the template), ``question``, ``golden_answers``, ``id``, ``dataset``."""
-    from trainer.config import ConfigError
-
+def _question_rows(path: str) -> list[dict[str, Any]]:
+    """The questions of a FlashRAG JSONL file (empty path: the built-in demo questions), before any template."""
+    if not path:
+        return [{"id": i, "question": q, "golden_answers": g} for i, q, g in DEMO_QUESTIONS]
     raw: list[dict[str, Any]] = []
-    if not config.data.path:
-        raw = [{"id": i, "question": q, "golden_answers": g} for i, q, g in DEMO_QUESTIONS]
-    else:
-        path = Path(config.data.path)
-        for item in read_question_rows(path):
-            golds = item["golden_answers"]
-            found = item.get("metadata")
-            metadata: dict[str, Any] = found if isinstance(found, dict) else {}
-            raw.append(
-                {
-                    "id": str(item["id"]),
-                    "question": item["question"],
-                    "golden_answers": [golds] if isinstance(golds, str) else list(golds),
-                    "dataset": str(metadata.get("data_source") or item.get("data_source") or path.stem),
-                    "supporting_titles": [str(t) for t in metadata.get("supporting_titles") or ()],
-                }
-            )
-    if config.data.limit:
-        raw = raw[: config.data.limit]
-    if not raw:
-        raise ConfigError("data.path", "holds no questions")
+    for item in read_question_rows(path):
+        golds = item["golden_answers"]
+        found = item.get("metadata")
+        metadata: dict[str, Any] = found if isinstance(found, dict) else {}
+        raw.append(
+            {
+                "id": str(item["id"]),
+                "question": item["question"],
+                "golden_answers": [golds] if isinstance(golds, str) else list(golds),
+                "dataset": str(metadata.get("data_source") or item.get("data_source") or Path(path).stem),
+                "supporting_titles": [str(t) for t in metadata.get("supporting_titles") or ()],
+            }
+        )
+    return raw
+
+
+def _held_out(config: RunConfig) -> int:
+    """How many questions at the end of the training data are validation's (validation on, without its own file)."""
+    v = config.validation
+    return v.questions if v.every_steps and not v.path else 0
+
+
+def _as_rows(config: RunConfig, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
             "prompt": config.data.prompt_template.format(question=r["question"]),
@@ -102,6 +104,47 @@ def load_rows(config: RunConfig) -> list[dict[str, Any]]:
         }
         for r in raw
     ]
+
+
+def load_rows(config: RunConfig) -> list[dict[str, Any]]:
+    """Dataset rows: ``prompt`` (from the template), ``question``, ``golden_answers``, ``id``, ``dataset``. With
+    validation on and no ``validation.path``, the last ``validation.questions`` questions are left out (held out)."""
+    from trainer.config import ConfigError
+
+    raw = _question_rows(config.data.path)
+    held_out = _held_out(config)
+    if held_out:
+        if held_out >= len(raw):
+            raise ConfigError(
+                "validation.questions",
+                f"holds out {held_out} of the training data's {len(raw)} questions, leaving none to train on: "
+                "lower it or set validation.path",
+            )
+        raw = raw[:-held_out]
+    if config.data.limit:
+        raw = raw[: config.data.limit]
+    if not raw:
+        raise ConfigError("data.path", "holds no questions")
+    return _as_rows(config, raw)
+
+
+def load_validation_rows(config: RunConfig) -> list[dict[str, Any]]:
+    """The held-out questions: the first ``validation.questions`` of ``validation.path``, or the last ones of the
+    training data (:func:`load_rows` leaves those out). Empty when validation is off."""
+    from trainer.config import ConfigError
+
+    v = config.validation
+    if not v.every_steps:
+        return []
+    if v.path:
+        try:
+            raw = _question_rows(v.path)[: v.questions]
+        except ConfigError as exc:  # read_question_rows names data.path; this file is validation's
+            raise ConfigError("validation.path", str(exc).split(": ", 1)[-1]) from None
+        if not raw:
+            raise ConfigError("validation.path", f"{v.path} holds no questions")
+        return _as_rows(config, raw)
+    return _as_rows(config, _question_rows(config.data.path)[-v.questions :])
 
 
 def make_rollout(config: RunConfig, model: Any, tokenizer: Any) -> Any:
@@ -194,6 +237,80 @@ def vllm_dtype(config: RunConfig) -> Iterator[None]:
         vllm_generation.LLM = original
 
 
+def make_validator(config: RunConfig, rollout: Any, tokenizer: Any) -> Any:
+    """``validation.every_steps``: a function of the policy that evaluates the held-out questions as an evaluation run
+    does (:func:`agent.evaluate.evaluate`: the method's rollout loop, the rollout's search engine and judges,
+    scoring), greedy at the run's budgets, and returns the ``val/*`` metrics (:func:`trainer.callbacks
+    .validation_metrics`). Generation uses the policy module in this process, whatever ``rollout.engine``."""
+    import dataclasses
+
+    from trainer.config import ConfigError
+
+    searcher = getattr(rollout, "searcher", None)
+    budgets = getattr(rollout, "config", None)
+    if searcher is None or budgets is None:
+        raise ConfigError(
+            "validation.every_steps",
+            f"the {config.rollout.factory!r} rollout has no search engine to evaluate with: use rollout.factory = "
+            "'agent' (or a factory returning trainer.agent_rollout.AgentRollout)",
+        )
+    from agent.rollout import Question
+
+    questions = [
+        Question(
+            id=str(row["id"]),
+            text=str(row["question"]),
+            golds=tuple(str(g) for g in row["golden_answers"]),
+            dataset=str(row.get("dataset", "")),
+            supporting_titles=tuple(str(t) for t in row.get("supporting_titles") or ()),
+        )
+        for row in load_validation_rows(config)
+    ]
+    greedy = dataclasses.replace(budgets, temperature=0.0, seed=None)
+
+    def validate(policy: Any) -> dict[str, float]:
+        from agent.backend_transformers import TransformersBackend
+        from agent.evaluate import Judges, evaluate_sync
+        from trainer.callbacks import validation_metrics
+
+        was_training = policy.training
+        backend = TransformersBackend(policy, tokenizer, threads=None)
+        judges = rollout._judges(backend) if hasattr(rollout, "_judges") else Judges()
+        try:
+            result = evaluate_sync(
+                backend,
+                searcher,
+                config.method,
+                questions,
+                judges=judges,
+                config=greedy,
+                params=config.reward.params,
+            )
+        finally:
+            policy.train(was_training)
+        return validation_metrics(result.report)
+
+    return validate
+
+
+def use_trackers(config: RunConfig, args: Any) -> Any:
+    """``trackers``: TRL's ``report_to`` on ``args`` (a GRPOConfig), each tracker kept under
+    ``<output_dir>/trackers`` (:mod:`trainer.trackers`); a tracker that is not installed is a ConfigError."""
+    if not config.trackers:
+        return args
+    from trainer import trackers
+    from trainer.config import ConfigError
+
+    try:
+        trackers.use(trackers.tracker_folder(config.output_dir), config.trackers)
+    except trackers.TrackerError as exc:
+        raise ConfigError("trackers", str(exc)) from None
+    folder = Path(config.output_dir).resolve()  # the web app's runs write to <run folder>/output
+    return trackers.trl_arguments(
+        args, config.trackers, run_name=folder.parent.name if folder.name == "output" else folder.name
+    )
+
+
 def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None, rollout: Any = None) -> Any:
     """Everything ``run`` trains with, without training (tests and the benchmark reuse it)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -202,7 +319,13 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
     from datasets import Dataset  # type: ignore[import-untyped]
 
     from trainer.algorithms import SearchGRPOTrainer, SearchPPOTrainer, grpo_args
-    from trainer.callbacks import MetricsCallback, ProgressCallback, StopFileCallback, TimeBudgetCallback
+    from trainer.callbacks import (
+        MetricsCallback,
+        ProgressCallback,
+        StopFileCallback,
+        TimeBudgetCallback,
+        ValidationCallback,
+    )
     from trainer.dynamic_sampling import DynamicSampler, reward_scorer
     from trainer.models import freeze_lower_layers, load_policy, lora_config
     from trainer.progress import ProgressReporter
@@ -234,24 +357,36 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
             ledger=ledger,
             progress=progress,
         )
+    metrics = MetricsCallback(
+        ledger,
+        config.output_dir,
+        sample_every=config.logging.sample_every,
+        samples_per_log=config.logging.samples_per_log,
+        publish=bool(config.trackers),
+    )
+    validation = (
+        [
+            ValidationCallback(
+                make_validator(config, rollout, tokenizer), config.validation.every_steps, metrics, progress
+            )
+        ]
+        if config.validation.every_steps
+        else []
+    )
     common: dict[str, Any] = {
         "model": model,
         "reward_funcs": [reward],
-        "args": use_vllm(config, grpo_args(config)),
+        "args": use_trackers(config, use_vllm(config, grpo_args(config))),
         "train_dataset": Dataset.from_list(rows),
         "processing_class": tokenizer,
         "rollout_func": make_rollout_func(rollout, rows, sampler),
         "peft_config": lora_config(config.model),
         "callbacks": [
-            MetricsCallback(
-                ledger,
-                config.output_dir,
-                sample_every=config.logging.sample_every,
-                samples_per_log=config.logging.samples_per_log,
-            ),
+            metrics,
             ProgressCallback(progress),
             *([TimeBudgetCallback(config.training.max_seconds)] if config.training.max_seconds > 0 else []),
             *([StopFileCallback(config.training.stop_file)] if config.training.stop_file else []),
+            *validation,  # after the stop callbacks: a step they end is validated as the last
         ],
         "ledger": ledger,
         "method": config.method,
@@ -266,6 +401,10 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
             trainer = SearchGRPOTrainer(**common)
     if hasattr(rollout, "trainer"):
         rollout.trainer = trainer  # the vLLM engine lives on the trainer (rollout.engine = "vllm")
+    if config.trackers:
+        # searchlab's metrics join TRL's logs before the trackers' callbacks read them (MetricsCallback.publish)
+        callbacks = trainer.callback_handler.callbacks
+        callbacks.insert(0, callbacks.pop(callbacks.index(metrics)))
     return trainer
 
 
