@@ -9,8 +9,12 @@ this and nothing else of the web app. Three parts:
   (``webapp.training.ingest.store_batch``) that the HTTP endpoint calls: there is one ingest path.
 * :class:`ReportClient` sends batches to ``POST /api/v1/runs/<id>/ingest/`` with the run's own token (it can write
   to that run and nothing else). Every batch is written to a spool folder on local disk *before* it is sent and
-  removed only once searchlab answered 2xx, so a batch survives searchlab being down, a network cut and the client's
-  own restart; spooled batches are sent in order, retried with exponential backoff and full jitter.
+  removed only once searchlab answered, so a batch survives searchlab being down, a network cut and the client's
+  own restart; spooled batches are sent in order, retried with exponential backoff and full jitter. Nothing is
+  dropped silently: a row searchlab refuses (the answer's ``refused``, or a 4xx, never retried) or that cannot be
+  sent (a NaN metric) is logged and kept in the dead-letter file beside the spool, and a batch searchlab fails on
+  never holds up the batches behind it. The answer's ``stop`` (a researcher pressed Stop) is
+  :attr:`ReportClient.stop_requested`; the wrapper below then stops the trainer.
 * ``python -m trainer.report_client --url … --run-id … --output-dir … -- COMMAND…`` runs a trainer as its child,
   copies its output to a log file (and to its own stdout, which a Ray job keeps), tails its files and reports them
   until the child exits and every batch is acknowledged (or ``--drain-seconds`` pass); exit status: the child's.
@@ -27,6 +31,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -50,9 +55,21 @@ INGEST_PATH = "/api/v1/runs/{run_id}/ingest/"
 TOKEN_ENV = "SEARCHLAB_RUN_TOKEN"
 LOG_TAIL_LINES = 200
 _LOG_TAIL_BYTES = 256 * 1024
-EXTRA_KEYS = ("progress", "log_tail", "heartbeat", "final")  # the latest state, not rows: on the last request
+EXTRA_KEYS = (
+    "progress",
+    "log_tail",
+    "heartbeat",
+    "final",
+    "error",
+)  # the latest state, not rows: on the last request
 MAX_BATCH_ROWS = 500  # metric rows + samples per request: a backlog replays in requests of bounded size
 MAX_BATCH_BYTES = 1_000_000
+MAX_STEP = 2**31 - 1  # searchlab's step columns (webapp.training.ingest_rows.MAX_STEP)
+MAX_DEPTH = 64  # JSON nesting a row may have
+DEAD_LETTER_SUFFIX = ".dead-letter.jsonl"  # beside the spool folder: <spool>.dead-letter.jsonl
+POISON_TRIES = (
+    3  # flushes a batch answered 500 while searchlab stores the batches behind it, before dead letter
+)
 
 Batch = dict[str, Any]
 
@@ -97,17 +114,73 @@ def read_new_lines(path: Path, offset: int) -> tuple[list[tuple[int, dict[str, A
     return rows, offset + end + 1
 
 
+def _finite(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def check_metric_row(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
+    """A metrics.jsonl row as sent (``{"step", "key", "value", "time"}``), or None with the field and the reason it
+    cannot be (NaN/inf are refused: JSON and charts reject them). searchlab checks the same again
+    (webapp.training.ingest_rows); this keeps such rows out of the request and in the dead-letter file."""
+    for name in ("step", "key", "value", "time"):
+        if name not in row:
+            return None, name, "is missing"
+    step = row["step"]
+    if isinstance(step, float) and step.is_integer():
+        step = int(step)
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        return None, "step", f"must be an integer between 0 and {MAX_STEP}, got {_shown(row['step'])}"
+    if not isinstance(row["key"], str) or not row["key"]:
+        return None, "key", f"must be a non-empty string, got {_shown(row['key'])}"
+    for name in ("value", "time"):
+        if not _finite(row[name]):
+            return None, name, f"must be a finite number, got {_shown(row[name])}"
+    return {"step": step, "key": row["key"], "value": float(row["value"]), "time": float(row["time"])}, "", ""
+
+
+def split_metric_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows to send, and the others as dead letters ``{"kind", "index", "field", "reason", "row"}``."""
+    kept: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
+    for index, row in enumerate(rows):
+        checked, field, reason = check_metric_row(row)
+        if checked is None:
+            invalid.append({"kind": "metrics", "index": index, "field": field, "reason": reason, "row": row})
+        else:
+            kept.append(checked)
+    return kept, invalid
+
+
 def metric_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The rows with a step, a key, a finite value and a time (NaN/inf are dropped: JSON and charts reject them)."""
-    kept = []
-    for row in rows:
-        try:
-            step, value, when = int(row["step"]), float(row["value"]), float(row["time"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        if step >= 0 and isinstance(row.get("key"), str) and value == value and abs(value) != float("inf"):
-            kept.append({"step": step, "key": row["key"], "value": value, "time": when})
-    return kept
+    """The rows with a step, a key, a finite value and a time (:func:`split_metric_rows` without the others)."""
+    return split_metric_rows(rows)[0]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """``value`` with NaN/inf (which Python's json writes but JSON has not) as strings, so a request with such a
+    sample stays valid JSON and searchlab names the field it refuses; nesting deeper than MAX_DEPTH raises
+    ValueError."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v, depth + 1) for v in value]
+    return value
 
 
 # Library warnings every CPU run prints, which say nothing about the run (the log file keeps them): Python's
@@ -172,8 +245,8 @@ class OutputTailer:
     """The new part of a trainer's output folder (and log) since the last :meth:`read`, as one batch.
 
     A batch is ``{"metrics": [{"step", "key", "value", "time"}], "samples": [{"key", "row"}], "progress": {…} or
-    None, "log_tail": str or None, "offsets": {"metrics", "samples"}}``; progress and log tail are sent only when
-    they changed. ``offsets`` are where the next read starts: the supervisor stores them, so a restarted supervisor
+    None, "log_tail": str or None, "offsets": {"metrics", "samples"}, "invalid": [dead letters]}``; progress and
+    log tail are sent only when they changed; a metric row that cannot be sent (NaN, no step) is in ``invalid``. ``offsets`` are where the next read starts: the supervisor stores them, so a restarted supervisor
     resumes there (and re-reading a part is harmless: ingest is idempotent).
     """
 
@@ -201,12 +274,14 @@ class OutputTailer:
         tail = log_tail(self.log_path) if self.log_path else None
         changed = tail is not None and tail != self._last_tail
         self._last_tail = tail
+        kept, invalid = split_metric_rows([row for _, row in metrics])
         return {
-            "metrics": metric_rows([row for _, row in metrics]),
+            "metrics": kept,
             "samples": [{"key": sample_key(row.get("step"), start), "row": row} for start, row in samples],
             "progress": progress if fresh else None,
             "log_tail": tail if changed else None,
             "offsets": {"metrics": self.metrics_offset, "samples": self.samples_offset},
+            "invalid": invalid,  # rows never sent: ReportClient.submit dead-letters them (the supervisor logs them)
         }
 
 
@@ -244,20 +319,53 @@ def split_batch(
 
 
 class IngestRejected(Exception):
-    """searchlab answered 4xx (other than 408/429): the batch is malformed or the token is wrong; retrying the same
-    request would be answered the same."""
+    """searchlab answered 4xx (other than 408/429): the batch is malformed, the token is expired or revoked (401)
+    or the run has ended (409); retrying the same request would be answered the same, so it is never retried."""
+
+    def __init__(self, message: str, *, status: int = 0, answer: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.answer: Mapping[str, Any] = answer or {}
 
 
-Sender = Callable[[Batch], None]
+class ServerError(OSError):
+    """searchlab answered 5xx, 408 or 429: retried; a batch answered 500 while the batches behind it are stored is
+    a batch searchlab cannot take, and goes to the dead-letter file after POISON_TRIES flushes."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+Sender = Callable[[Batch], Mapping[str, Any] | None]
+
+
+def _jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        handle.flush()
 
 
 class ReportClient:
-    """A spooled, retrying sender of batches to one run's ingest endpoint.
+    """A spooled, retrying sender of batches to one run's ingest endpoint; nothing it is given is dropped silently.
 
     :meth:`submit` writes the batch to ``spool_dir`` (atomically: a ``.tmp`` file renamed into place) and returns;
-    :meth:`flush` sends the spooled batches oldest first, deleting each once acknowledged, and stops at the first
-    that fails after ``retries`` tries (connection refused, timeout, 408/429/5xx) — it stays spooled for the next
-    flush. A 4xx rejection moves the batch to ``spool_dir/rejected/`` (kept for a human, never resent in a loop).
+    rows that cannot be sent (a NaN metric) go to the dead-letter file at once. :meth:`flush` sends the spooled
+    batches oldest first, deleting each once acknowledged:
+
+    * unreachable (connection refused, timeout) after ``retries`` tries with backoff: the flush stops, the batch
+      stays spooled for the next one (an outage);
+    * 5xx/408/429: the batch stays spooled and the flush goes on with the batches behind it (a heartbeat always gets
+      through); two such answers in a row are an outage and end the flush. A batch answered 500 in POISON_TRIES
+      flushes while batches behind it are stored is dead-lettered;
+    * 4xx: never retried: the batch's rows go to the dead-letter file with searchlab's reason (a 409 — the run has
+      ended — also sets :attr:`stop_requested`);
+    * 2xx: the rows searchlab ``refused`` go to the dead-letter file with their field and reason; ``stop: true``
+      sets :attr:`stop_requested` (a researcher pressed Stop), which the trainer's loop reads.
+
+    The dead-letter file (``<spool_dir>.dead-letter.jsonl``) holds one JSON line per row not stored: ``{"at",
+    "run", "kind", "index", "field", "reason", "status", "row"}``.
     """
 
     def __init__(
@@ -273,26 +381,47 @@ class ReportClient:
         max_backoff: float = 8.0,
         sender: Sender | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        dead_letter: str | Path | None = None,
     ) -> None:
+        self.run_id = run_id
         self.endpoint = url.rstrip("/") + INGEST_PATH.format(run_id=run_id)
         self.token = token
         self.spool = Path(spool_dir)
         self.spool.mkdir(parents=True, exist_ok=True)
+        self.dead_letter = (
+            Path(dead_letter) if dead_letter else self.spool.with_name(self.spool.name + DEAD_LETTER_SUFFIX)
+        )
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.sender = sender or self._post
         self.sleep = sleep
+        self.clock = clock
         self._lock = threading.Lock()
         self._sequence = max((int(p.stem) for p in self._spooled()), default=0)
+        self._server_errors: dict[
+            str, int
+        ] = {}  # spool file → flushes it was answered 500 while others were stored
         # What happened, for logs and the fault test's figures.
-        self.rows_submitted = 0
-        self.rows_acknowledged = 0
+        self.rows_submitted = 0  # rows spooled to be sent
+        self.rows_acknowledged = 0  # rows in batches searchlab answered 2xx (stored, duplicate or refused)
+        self.rows_refused = 0  # rows searchlab answered as refused (in a 2xx), dead-lettered
+        self.rows_rejected = 0  # rows of batches answered 4xx, dead-lettered
+        self.rows_invalid = 0  # rows never sent (NaN metric, unserialisable), dead-lettered
+        self.rows_poisoned = 0  # rows of batches searchlab kept failing on, dead-lettered
+        self.refusal_reasons: dict[str, int] = {}
         self.requests = 0
         self.failed_requests = 0
         self.unreachable_since: float | None = None
         self.unreachable_seconds = 0.0
+        self.stop_requested = False  # a researcher pressed Stop, or the run has ended (409)
+        self.run_ended: str | None = None  # the run's status when searchlab answered that it has ended
+
+    @property
+    def rows_dead_lettered(self) -> int:
+        return self.rows_refused + self.rows_rejected + self.rows_invalid + self.rows_poisoned
 
     def _spooled(self) -> list[Path]:
         return sorted(p for p in self.spool.glob("*.json") if p.stem.isdigit())
@@ -301,22 +430,82 @@ class ReportClient:
         """Batches spooled and not yet acknowledged."""
         return len(self._spooled())
 
+    def pending_rows(self) -> int:
+        rows = 0
+        for path in self._spooled():
+            with contextlib.suppress(OSError, ValueError):
+                rows += batch_rows(json.loads(path.read_text(encoding="utf-8")))
+        return rows
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "rows_sent": self.rows_submitted,
+            "rows_acknowledged": self.rows_acknowledged,
+            "rows_refused": self.rows_refused,
+            "rows_rejected": self.rows_rejected,
+            "rows_invalid": self.rows_invalid,
+            "rows_dead_lettered": self.rows_dead_lettered,
+            "refusal_reasons": dict(self.refusal_reasons),
+            "batches_pending": self.pending(),
+            "requests": self.requests,
+            "failed_requests": self.failed_requests,
+            "seconds_unreachable": round(self.unreachable_seconds, 1),
+            "stop_requested": self.stop_requested,
+        }
+
+    def _letter(self, entries: Sequence[Mapping[str, Any]], *, status: int = 0) -> None:
+        """Append rows not stored to the dead-letter file, and log them."""
+        if not entries:
+            return
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        lines = []
+        for entry in entries:
+            reason = f"{entry.get('field') or '-'}: {entry.get('reason')}"
+            key = str(entry.get("field") or "-") + ": " + str(entry.get("reason") or "")[:80]
+            self.refusal_reasons[key] = self.refusal_reasons.get(key, 0) + 1
+            lines.append({"at": at, "run": self.run_id, "status": status, **entry})
+            logger.warning(
+                "report client: %s row %s not stored (%s); kept in %s",
+                entry.get("kind"),
+                entry.get("index"),
+                reason,
+                self.dead_letter,
+            )
+        _jsonl(self.dead_letter, lines)
+
     def submit(self, batch: Mapping[str, Any]) -> None:
-        """Spool ``batch`` (split into requests of at most MAX_BATCH_ROWS rows); nothing is sent here."""
-        if not batch_rows(batch) and all(batch.get(k) is None for k in EXTRA_KEYS):
+        """Spool ``batch`` (split into requests of at most MAX_BATCH_ROWS rows); nothing is sent here. Its
+        ``invalid`` rows (OutputTailer.read) and rows that cannot be written as JSON go to the dead-letter file."""
+        invalid = list(batch.get("invalid") or ())
+        clean: Batch = {k: v for k, v in batch.items() if k not in ("invalid", "offsets")}
+        samples = []
+        for index, sample in enumerate(clean.get("samples") or ()):
+            try:
+                samples.append(json_safe(sample))
+            except (ValueError, RecursionError) as exc:
+                invalid.append(
+                    {"kind": "samples", "index": index, "field": "row", "reason": str(exc), "row": None}
+                )
+        clean["samples"] = samples
+        if invalid:
+            self.rows_invalid += len(invalid)
+            self._letter(invalid)
+        if not batch_rows(clean) and all(clean.get(k) is None for k in EXTRA_KEYS):
             return
         with self._lock:
-            for part in split_batch(batch):
+            for part in split_batch(clean):
                 self._sequence += 1
                 path = self.spool / f"{self._sequence:012d}.json"
                 partial = path.with_suffix(".tmp")
-                partial.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
+                partial.write_text(json.dumps(part, ensure_ascii=False, allow_nan=False), encoding="utf-8")
                 os.replace(partial, path)
                 self.rows_submitted += batch_rows(part)
 
     def flush(self) -> bool:
         """Send every spooled batch in order; True when none is left."""
         with self._lock:
+            skipped: list[Path] = []  # answered 5xx: left spooled while the batches behind them are tried
+            in_a_row = 0
             for path in self._spooled():
                 try:
                     batch = json.loads(path.read_text(encoding="utf-8"))
@@ -325,32 +514,130 @@ class ReportClient:
                     path.rename(path.with_suffix(".bad"))
                     continue
                 try:
-                    self._send_with_retries(batch)
+                    answer = self._send_with_retries(batch)
                 except IngestRejected as exc:
-                    rejected = self.spool / "rejected"
-                    rejected.mkdir(exist_ok=True)
-                    path.rename(rejected / path.name)
-                    logger.error("report client: searchlab rejected %s: %s", path.name, exc)
+                    self._rejected(batch, exc)
+                    path.unlink()
+                    continue
+                except ServerError as exc:
+                    in_a_row += 1
+                    skipped.append(path)
+                    if exc.status == 500:
+                        self._server_errors.setdefault(path.name, 0)
+                    logger.warning(
+                        "report client: searchlab failed on %s (%s); trying the next", path.name, exc
+                    )
+                    if in_a_row >= 2:  # every batch fails: searchlab is down, not this batch
+                        return False
                     continue
                 except OSError as exc:
                     logger.warning(
                         "report client: searchlab unreachable (%s); %d batch(es) spooled", exc, self.pending()
                     )
                     return False
+                in_a_row = 0
                 path.unlink()
                 self.rows_acknowledged += batch_rows(batch)
-            return True
+                self._answered(batch, answer)
+                for earlier in skipped:
+                    self._passed_over(earlier)
+                skipped = []
+            return not skipped
 
-    def _send_with_retries(self, batch: Batch) -> None:
+    def _passed_over(self, path: Path) -> None:
+        """A batch answered 5xx while one behind it was stored: its heartbeat, progress and log tail are older than
+        what searchlab has now (left out of its resend); one answered 500 POISON_TRIES times is dead-lettered."""
+        try:
+            batch = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if path.name in self._server_errors:
+            self._server_errors[path.name] += 1
+            if self._server_errors[path.name] >= POISON_TRIES:
+                entries = self._entries(batch, f"searchlab failed on it {POISON_TRIES} times (HTTP 500)")
+                self.rows_poisoned += batch_rows(batch)
+                self._letter(entries, status=500)
+                path.unlink()
+                del self._server_errors[path.name]
+                return
+        stale = [key for key in ("progress", "log_tail", "heartbeat") if key in batch]
+        if stale:
+            for key in stale:
+                del batch[key]
+            partial = path.with_suffix(".tmp")
+            partial.write_text(json.dumps(batch, ensure_ascii=False), encoding="utf-8")
+            os.replace(partial, path)
+
+    @staticmethod
+    def _entries(batch: Mapping[str, Any], reason: str, field: str = "") -> list[dict[str, Any]]:
+        entries = [
+            {"kind": kind, "index": index, "field": field, "reason": reason, "row": row}
+            for kind in ("metrics", "samples")
+            for index, row in enumerate(batch.get(kind) or ())
+        ]
+        if batch.get("final") is not None:
+            entries.append(
+                {"kind": "final", "index": None, "field": "final", "reason": reason, "row": batch["final"]}
+            )
+        return entries
+
+    def _rejected(self, batch: Mapping[str, Any], exc: IngestRejected) -> None:
+        """A 4xx: the batch's rows (and its final status) to the dead-letter file, never resent."""
+        field = str(exc.answer.get("field") or "")
+        self.rows_rejected += batch_rows(batch)
+        self._letter(self._entries(batch, str(exc), field), status=exc.status)
+        if exc.status == 409 or exc.answer.get("stop"):
+            self.stop_requested = True
+            self.run_ended = str(exc.answer.get("ended") or "ended")
+        logger.error("report client: searchlab rejected a batch of %d rows: %s", batch_rows(batch), exc)
+
+    def _answered(self, batch: Mapping[str, Any], answer: Mapping[str, Any] | None) -> None:
+        """A 2xx: the rows searchlab refused to the dead-letter file; its ``stop``."""
+        if not isinstance(answer, Mapping):
+            return
+        if answer.get("stop") and not self.stop_requested:
+            logger.info("report client: searchlab asks this run to stop")
+            self.stop_requested = True
+        refused = answer.get("refused")
+        if not isinstance(refused, list) or not refused:
+            return
+        entries = []
+        for item in refused:
+            if not isinstance(item, Mapping):
+                continue
+            kind, index = item.get("kind"), item.get("index")
+            rows = batch.get(kind) if kind in ("metrics", "samples") else None
+            row: Any = (
+                rows[index]
+                if isinstance(rows, list) and isinstance(index, int) and 0 <= index < len(rows)
+                else None
+            )
+            if kind == "batch":
+                row = batch.get(str(item.get("field")))
+            else:
+                self.rows_refused += 1
+            entries.append(
+                {
+                    "kind": kind,
+                    "index": index,
+                    "field": item.get("field"),
+                    "reason": item.get("reason"),
+                    "key": item.get("key"),
+                    "row": row,
+                }
+            )
+        self._letter(entries, status=200)
+
+    def _send_with_retries(self, batch: Batch) -> Mapping[str, Any] | None:
         for attempt in range(self.retries):
             self.requests += 1
             try:
-                self.sender(batch)
+                answer = self.sender(batch)
             except IngestRejected:
                 raise
             except OSError:
                 self.failed_requests += 1
-                now = time.monotonic()
+                now = self.clock()
                 if self.unreachable_since is None:
                     self.unreachable_since = now
                 if attempt == self.retries - 1:
@@ -359,12 +646,13 @@ class ReportClient:
                 self.sleep(random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt)))
                 continue
             if self.unreachable_since is not None:
-                self.unreachable_seconds += time.monotonic() - self.unreachable_since
+                self.unreachable_seconds += self.clock() - self.unreachable_since
                 self.unreachable_since = None
-            return
+            return answer
+        return None
 
-    def _post(self, batch: Batch) -> None:
-        body = json.dumps(batch, ensure_ascii=False).encode("utf-8")
+    def _post(self, batch: Batch) -> Mapping[str, Any] | None:
+        body = json.dumps(batch, ensure_ascii=False, allow_nan=False).encode("utf-8")
         request = urllib.request.Request(
             self.endpoint,
             data=body,
@@ -373,13 +661,27 @@ class ReportClient:
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                response.read()
+                data = response.read()
         except urllib.error.HTTPError as exc:
-            detail = exc.read()[:500].decode("utf-8", errors="replace")
+            raw = exc.read()[:5000].decode("utf-8", errors="replace")
             if exc.code in (408, 429) or exc.code >= 500:
-                raise OSError(f"HTTP {exc.code}: {detail}") from None
-            raise IngestRejected(f"HTTP {exc.code}: {detail}") from None
+                raise ServerError(f"HTTP {exc.code}: {raw[:500]}", status=exc.code) from None
+            try:
+                answer = json.loads(raw)
+            except ValueError:
+                answer = {}
+            detail = answer.get("detail", raw[:500]) if isinstance(answer, dict) else raw[:500]
+            raise IngestRejected(
+                f"HTTP {exc.code}: {detail}",
+                status=exc.code,
+                answer=answer if isinstance(answer, dict) else {},
+            ) from None
         # URLError, ConnectionError and socket timeouts are OSErrors: retried, then spooled.
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            return None
+        return answer if isinstance(answer, dict) else None
 
 
 # --- the wrapper: a trainer as a child process, reported while it runs -------------------------------------------
@@ -461,6 +763,7 @@ def report_while_running(
     copier = threading.Thread(target=_copy_output, args=(child.stdout, log_path, echo), daemon=True)
     copier.start()
     beat_at = 0.0
+    stop_sent = False
     with _forward_stop(child):
         exit_code: int | None = None
         while exit_code is None:
@@ -475,24 +778,34 @@ def report_while_running(
                 batch["heartbeat"] = (
                     True  # a long step writes nothing: searchlab still hears the trainer is alive
                 )
+            if exit_code is not None:
+                # The run's end as the trainer saw it: searchlab ends an external run with it (cancelled after a
+                # Stop); a run searchlab supervises (a Ray job) takes its status from its supervisor instead.
+                batch["final"] = "finished" if exit_code == 0 else "failed"
+                if exit_code != 0:
+                    batch["error"] = f"trainer exited with {exit_code}"
             if batch_rows(batch) or any(batch.get(k) is not None for k in EXTRA_KEYS):
                 beat_at = time.monotonic()
             client.submit(batch)
             client.flush()
+            if client.stop_requested and not stop_sent and exit_code is None:
+                # A researcher pressed Stop (the ingest answer said ``stop``): the trainer's cooperative stop.
+                logger.info("report client: stop requested by searchlab, SIGINT to the trainer")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child.pid, signal.SIGINT)
+                stop_sent = True
         deadline = time.monotonic() + drain_seconds
         while not client.flush() and time.monotonic() < deadline:
             time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signal.SIGKILL)  # what the trainer left behind
-    summary = {
-        "rows_sent": client.rows_submitted,
-        "rows_acknowledged": client.rows_acknowledged,
-        "batches_pending": client.pending(),
-        "requests": client.requests,
-        "failed_requests": client.failed_requests,
-        "seconds_unreachable": round(client.unreachable_seconds, 1),
-        "exit_code": exit_code,
-    }
+    summary = {**client.summary(), "exit_code": exit_code}
+    if summary["batches_pending"]:
+        logger.error(
+            "report client: %d batch(es) still spooled in %s (resent by the next client on this spool)",
+            summary["batches_pending"],
+            client.spool,
+        )
     print("searchlab report: " + json.dumps(summary), flush=True)
     return exit_code if exit_code >= 0 else 128 - exit_code  # killed by signal N: 128 + N, as a shell says
 

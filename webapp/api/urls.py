@@ -11,11 +11,12 @@ from webapp.audits.api import (
     FrozenReportApi,
 )
 from webapp.runs.api import RunDetailApi, RunListApi, RunMetricsApi
-from webapp.training.api import ExternalRunCreateApi, RunIngestApi, RunIngestTokenApi
+from webapp.training.api import ExternalRunCreateApi, RunIngestApi, RunIngestTokenApi, RunIngestTokenRevokeApi
 from webapp.trajectories.api import (
     StepRewardExportApi,
     StepRewardPageApi,
     TrajectoryDetailApi,
+    TrajectoryImportApi,
     TrajectoryListApi,
 )
 
@@ -28,6 +29,11 @@ urlpatterns = [
     path("runs/<int:run_id>/metrics/", RunMetricsApi.as_view(), name="run-metrics"),
     path("runs/<int:run_id>/ingest/", RunIngestApi.as_view(), name="run-ingest"),
     path("runs/<int:run_id>/ingest-token/", RunIngestTokenApi.as_view(), name="run-ingest-token"),
+    path(
+        "runs/<int:run_id>/ingest-token/revoke/",
+        RunIngestTokenRevokeApi.as_view(),
+        name="run-ingest-token-revoke",
+    ),
     path("runs/<int:run_id>/step-rewards/", StepRewardPageApi.as_view(), name="run-step-rewards"),
     re_path(
         r"^runs/(?P<run_id>[0-9]+)/step-rewards\.(?P<fmt>jsonl|csv)$",
@@ -36,6 +42,7 @@ urlpatterns = [
     ),
     path("trajectories/", TrajectoryListApi.as_view(), name="trajectory-list"),
     path("trajectories/<int:trajectory_id>/", TrajectoryDetailApi.as_view(), name="trajectory-detail"),
+    path("trajectories/import/", TrajectoryImportApi.as_view(), name="trajectory-import"),
     path("audits/", AuditListApi.as_view(), name="audit-list"),
     path("audits/<int:audit_id>/agreement/", AuditAgreementApi.as_view(), name="audit-agreement"),
     path("audits/<int:audit_id>/status/", AuditStatusApi.as_view(), name="audit-status"),

@@ -127,7 +127,12 @@ def training_stop_request(*, run_id: int) -> Run:
     )
     if run.status == Run.Status.PENDING:
         return run_cancel(run_id=run_id)
-    return run
+    from webapp.training import reporting
+
+    if reporting.is_reported(run):
+        # Its trainer reports over HTTP: the next ingest answer says ``stop`` (a Ray job is stopped through Ray).
+        reporting.stop_reported(run)
+    return Run.objects.get(pk=run_id)
 
 
 def training_stop_requested(*, run_id: int) -> bool:
@@ -197,7 +202,8 @@ def trainer_kill(process: TrainingProcess) -> None:
 
 
 def training_mark_crashed(*, run_id: int | None = None, now: dt.datetime | None = None) -> list[int]:
-    """Mark running train runs crashed whose heartbeat is older than the timeout and whose supervisor is gone.
+    """Mark running train runs crashed whose heartbeat is older than the timeout and whose supervisor is gone; a run
+    whose trainer reports over HTTP (webapp.training.reporting) only after TRAINING_REPORT_QUIET_LIMIT_SECONDS.
 
     "Gone" is checked by pid on the supervisor's own machine; from another machine the stale heartbeat alone
     decides (the supervisor beats every second, so minutes of silence mean its worker died). A trainer left behind
@@ -212,7 +218,20 @@ def training_mark_crashed(*, run_id: int | None = None, now: dt.datetime | None 
         stale = stale.filter(pk=run_id)
     here = socket.gethostname()
     crashed: list[int] = []
+    from webapp.training import reporting
+
+    quiet_limit = dt.timedelta(seconds=reporting.quiet_limit_seconds())
     for run in stale.select_related("training_process"):
+        if reporting.is_reported(run):
+            # Its trainer spools and replays what it could not send: silence is "quiet" up to the quiet limit.
+            if run.heartbeat_at is not None and now - run.heartbeat_at < quiet_limit:
+                continue
+            seconds = (
+                (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else quiet_limit.total_seconds()
+            )
+            run_mark_finished(run_id=run.pk, status=Run.Status.CRASHED, error=reporting.quiet_error(seconds))
+            crashed.append(run.pk)
+            continue
         process = getattr(run, "training_process", None)
         same_host = process is not None and process.hostname == here
         if same_host and process_alive(process.supervisor_pid):

@@ -41,13 +41,17 @@ def test_a_batch_stored_twice_is_stored_once(tmp_path):
     _fake_output(tmp_path, steps=3, samples=2)
     run = _run()
     batch = OutputTailer(tmp_path / "output").read()
-    assert len(batch["metrics"]) == 12 and len(batch["samples"]) == 6  # NaN kl dropped
+    assert len(batch["metrics"]) == 12 and len(batch["samples"]) == 6  # NaN kl left out of the request
 
     first = ingest.store_batch(run_id=run.pk, batch=batch)
     second = ingest.store_batch(run_id=run.pk, batch=batch)
 
-    assert first == {"metrics": 12, "samples": 6, "samples_new": 6, "samples_duplicate": 0}
-    assert second["samples_new"] == 0 and second["samples_duplicate"] == 6
+    assert len(batch["invalid"]) == 3 and {row["field"] for row in batch["invalid"]} == {"value"}
+    assert first["metrics"] == 12 and first["samples"] == first["samples_new"] == 6
+    assert first["samples_duplicate"] == 0 and first["refused"] == [] and first["stop"] is False
+    assert (
+        second["samples_new"] == 0 and second["samples_duplicate"] == 6 and second["metrics_duplicate"] == 12
+    )
     assert MetricPoint.objects.filter(run=run).count() == 12
     assert Trajectory.objects.filter(run=run).count() == 6 == IngestedSample.objects.filter(run=run).count()
     assert JudgeVerdict.objects.filter(trajectory__run=run).count() == 12
