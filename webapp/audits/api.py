@@ -90,6 +90,9 @@ class SectionOutput(serializers.Serializer):
         help_text="over_search (search steps) or under_search (non-search steps)"
     )
     judge_model = serializers.CharField(allow_null=True)
+    judge_version = serializers.CharField(
+        allow_null=True, help_text="the judge version's name (kind, model, prompts, parser, sampling hashed)"
+    )
     labels = serializers.ListField(child=serializers.CharField(), help_text="the confusion matrix's order")
     n_steps = serializers.IntegerField(help_text="audited steps of the detector's kind")
     n_labelled = serializers.IntegerField()

@@ -22,6 +22,7 @@ TABLES = ("settings", "items", "labels", "adjudications", "verdicts", "report")
 REPORT_COLUMNS = (
     "detector",
     "judge_model",
+    "judge_version",
     "n_steps",
     "n_labelled",
     "n_compared",
@@ -168,7 +169,7 @@ def verdict_rows(audit: Audit) -> Iterator[dict[str, Any]]:
             step__trajectory__audit_items__audit=audit,
             detector__in=[detector.name for detector in report.DETECTORS],
         )
-        .order_by("step__trajectory_id", "step__index", "detector", "judge_model")
+        .order_by("step__trajectory_id", "step__index", "detector", "judge_model", "version__name")
         .values_list(
             "step__trajectory_id",
             "step_id",
@@ -176,10 +177,11 @@ def verdict_rows(audit: Audit) -> Iterator[dict[str, Any]]:
             "step__kind",
             "detector",
             "judge_model",
+            "version__name",
             "outcome",
         )
     )
-    for trajectory_id, step_id, index, kind, detector, judge_model, outcome in rows:
+    for trajectory_id, step_id, index, kind, detector, judge_model, version, outcome in rows:
         yield {
             "trajectory_id": trajectory_id,
             "step_id": step_id,
@@ -187,6 +189,7 @@ def verdict_rows(audit: Audit) -> Iterator[dict[str, Any]]:
             "step_kind": kind,
             "detector": detector,
             "judge_model": judge_model,
+            "judge_version": version or judge_model,
             "outcome": outcome,
         }
 
@@ -194,7 +197,7 @@ def verdict_rows(audit: Audit) -> Iterator[dict[str, Any]]:
 def report_rows(data: dict[str, Any], frozen_id: int | None) -> Iterator[dict[str, Any]]:
     """One row per detector and judge: the CSV form of the report (the JSONL holds it whole)."""
     for section in data["detectors"]:
-        row = {key: section.get(key) for key in REPORT_COLUMNS[:9]}
+        row = {key: section.get(key) for key in REPORT_COLUMNS[:10]}
         row["percent_agreement"] = section["percent_agreement"]["value"]
         row["percent_agreement_ci_low"] = section["percent_agreement"]["ci_low"]
         row["percent_agreement_ci_high"] = section["percent_agreement"]["ci_high"]
@@ -289,6 +292,7 @@ def _empty_columns(table: str) -> list[str]:
             "step_kind",
             "detector",
             "judge_model",
+            "judge_version",
             "outcome",
         ],
         "report": [*REPORT_COLUMNS, "frozen_report_id"],

@@ -81,7 +81,9 @@ class AuditedStep:
     index: int
     kind: str
     text: str  # the query of a search step, the conclusion or reasoning of a non-search step
-    verdicts: dict[str, str] = field(default_factory=dict)  # judge model → outcome, for the kind's detector
+    verdicts: dict[str, str] = field(
+        default_factory=dict
+    )  # judge version's name → outcome, for the kind's detector
     labels: dict[int, str] = field(default_factory=dict)  # annotator id → Label.Value
     comments: list[str] = field(default_factory=list)
     adjudication: str | None = None  # the researcher's final Label.Value, when there is one
@@ -247,11 +249,11 @@ def audited_steps(*, audit_id: int) -> list[AuditedStep]:
     }
     verdicts = JudgeVerdict.objects.filter(
         step__trajectory__audit_items__audit_id=audit_id, detector__in=list(detector_of.values())
-    ).values_list("step_id", "detector", "judge_model", "outcome")
-    for step_id, detector, judge_model, outcome in verdicts:
+    ).values_list("step_id", "detector", "judge_model", "version__name", "outcome")
+    for step_id, detector, judge_model, version, outcome in verdicts:
         step = steps[step_id]
         if detector_of[step.kind] == detector:  # a verdict of the other detector answers another question
-            step.verdicts[judge_model] = outcome
+            step.verdicts[version or judge_model] = outcome  # grouped by judge version (webapp.trajectories)
     labels = Label.objects.filter(item__audit_id=audit_id, step__isnull=False).values_list(
         "step_id", "annotator_id", "label", "comment"
     )

@@ -28,13 +28,23 @@ def statistic_as_dict(value: Coefficient | float | None, interval: Interval) -> 
     }
 
 
+def _version_model(name: str | None) -> str | None:
+    """The judge model of a judge version named ``name`` (a verdict without a version is named by its model)."""
+    from webapp.trajectories.models import JudgeVersion
+
+    if name is None:
+        return None
+    return JudgeVersion.objects.filter(name=name).values_list("model", flat=True).first() or name
+
+
 def section_as_dict(section: report.DetectorSection) -> dict[str, Any]:
     agreement = section.agreement
     names = section.detector.label_names
     inter = section.inter_annotator
     return {
         "detector": section.detector.name,
-        "judge_model": section.judge_model,
+        "judge_model": _version_model(section.judge_model),
+        "judge_version": section.judge_model,  # the version's name (the model where none is recorded)
         "labels": [names[label] for label in agreement.labels],
         "n_steps": section.n_steps,
         "n_labelled": section.n_labelled,

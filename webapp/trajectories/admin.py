@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.trajectories.models import JudgeCallCache, JudgeVerdict, Step, Trajectory
+from webapp.trajectories.models import JudgeCallCache, JudgeVerdict, JudgeVersion, Step, Trajectory
 
 
 class StepInline(admin.TabularInline):
@@ -48,3 +48,11 @@ class JudgeVerdictAdmin(admin.ModelAdmin):
 class JudgeCallCacheAdmin(admin.ModelAdmin):
     list_display = ("key", "judge_model", "hits", "created_at")
     search_fields = ("key", "judge_model")
+
+
+@admin.register(JudgeVersion)
+class JudgeVersionAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "model", "sha256", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("name", "model", "sha256")
+    readonly_fields = ("sha256", "spec")

@@ -13,14 +13,16 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.common.importing import DataImportError
 from webapp.common.pagination import PageNumberPagination
 from webapp.common.renderers import CsvRenderer, JsonlRenderer, OrjsonRenderer
 from webapp.runs.models import Run
-from webapp.trajectories import selectors
+from webapp.trajectories import selectors, services
 from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
 
 
@@ -81,6 +83,10 @@ class TrajectoryListApi(APIView):
 
 
 class VerdictOutput(serializers.ModelSerializer):
+    judge_version = serializers.CharField(
+        source="version.name", allow_null=True, default=None, help_text="the judge version's readable name"
+    )
+
     class Meta:
         model = JudgeVerdict
         fields = (
@@ -89,6 +95,7 @@ class VerdictOutput(serializers.ModelSerializer):
             "outcome",
             "score",
             "judge_model",
+            "judge_version",
             "raw_reply",
             "latency_ms",
             "prompt_tokens",
@@ -229,3 +236,39 @@ class StepRewardExportApi(APIView):
         response = StreamingHttpResponse(stream, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="run-{run_id}-step-rewards.{fmt}"'
         return response
+
+
+class TrajectoryImportApi(APIView):
+    """``POST /api/v1/trajectories/import/``: a JSONL file of trajectories, imported at once, all or nothing — the
+    Imports page's lines: tag formats (``response`` + ``format``) or chat trajectories (``messages`` with OpenAI-style
+    tool calls). A bad line answers 400 naming the file, line and field, and stores nothing."""
+
+    parser_classes = (MultiPartParser,)
+
+    class Input(serializers.Serializer):
+        file = serializers.FileField(help_text="JSONL, one trajectory a line")
+        run = serializers.IntegerField(required=False, help_text="run id for lines that name none")
+        dataset = serializers.CharField(required=False, help_text="dataset name for lines that name none")
+
+    @extend_schema(
+        request={"multipart/form-data": Input},
+        responses={
+            201: inline_serializer("TrajectoryImported", {"imported": serializers.IntegerField()}),
+            400: OpenApiResponse(description="a bad line: file, line, field and detail"),
+        },
+        operation_id="trajectories_import",
+    )
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            count = services.trajectory_import_upload(
+                upload=data.validated_data["file"],
+                run_id=data.validated_data.get("run"),
+                dataset_name=data.validated_data.get("dataset"),
+            )
+        except DataImportError as exc:
+            return Response(
+                {"file": exc.file, "line": exc.line, "field": exc.field, "detail": str(exc)}, status=400
+            )
+        return Response({"imported": count}, status=201)

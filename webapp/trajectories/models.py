@@ -116,6 +116,26 @@ class Step(models.Model):
         return f"step {self.index} of trajectory {self.trajectory_id}"
 
 
+class JudgeVersion(models.Model):
+    """A judge's identity: kind, model, prompt templates, verdict parser and sampling settings, hashed
+    (webapp.trajectories.judge_versions). A changed prompt is a new version, audited on its own."""
+
+    sha256 = models.CharField(max_length=64, unique=True, help_text="of the spec's canonical JSON")
+    name = models.CharField(max_length=200, help_text="readable: evidence@3f2a9c, gpt-x·hiprag-prompt@81d0e4")
+    kind = models.CharField(
+        max_length=32, help_text="evidence, reask-lexical, openai, policy, endpoint, imported, legacy"
+    )
+    model = models.CharField(max_length=300)
+    spec = models.JSONField(help_text="what was hashed")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class JudgeVerdict(models.Model):
     """One judge decision on a step or a whole trajectory. A failed judge call is an ``error``, never a "no"."""
 
@@ -139,26 +159,45 @@ class JudgeVerdict(models.Model):
     score = models.FloatField(null=True, blank=True, help_text="graded judges (thinking quality, path score)")
     raw_reply = models.TextField(blank=True)
     judge_model = models.CharField(max_length=300)
+    # Set by trajectory_bulk_create for every verdict it stores; empty only on rows written around it.
+    version = models.ForeignKey(
+        JudgeVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="verdicts"
+    )
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = (models.Index(fields=["trajectory", "detector"], name="verdict_trajectory_detector"),)
+        indexes = (
+            models.Index(fields=["trajectory", "detector"], name="verdict_trajectory_detector"),
+            models.Index(fields=["version", "detector"], name="verdict_version_detector"),
+        )
+        # One verdict per (step, detector) and judge version (per judge model where no version is recorded):
+        # a re-judge with a changed prompt stores its verdicts beside the old ones.
         constraints = (
             models.CheckConstraint(
                 condition=models.Q(outcome__in=["true", "false", "error"]), name="verdict_outcome_valid"
             ),
             models.UniqueConstraint(
                 fields=["step", "detector", "judge_model"],
-                condition=models.Q(step__isnull=False),
+                condition=models.Q(step__isnull=False, version__isnull=True),
                 name="verdict_unique_step",
             ),
             models.UniqueConstraint(
                 fields=["trajectory", "detector", "judge_model"],
-                condition=models.Q(step__isnull=True),
+                condition=models.Q(step__isnull=True, version__isnull=True),
                 name="verdict_unique_trajectory",
+            ),
+            models.UniqueConstraint(
+                fields=["step", "detector", "version"],
+                condition=models.Q(step__isnull=False, version__isnull=False),
+                name="verdict_unique_step_version",
+            ),
+            models.UniqueConstraint(
+                fields=["trajectory", "detector", "version"],
+                condition=models.Q(step__isnull=True, version__isnull=False),
+                name="verdict_unique_trajectory_version",
             ),
         )
 

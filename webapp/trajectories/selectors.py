@@ -68,10 +68,15 @@ def trajectory_get(*, trajectory_id: int) -> Trajectory:
     return (
         Trajectory.objects.select_related("question", "dataset", "run")
         .prefetch_related(
-            Prefetch("steps", queryset=Step.objects.order_by("index").prefetch_related("verdicts")),
+            Prefetch(
+                "steps",
+                queryset=Step.objects.order_by("index").prefetch_related(
+                    Prefetch("verdicts", queryset=JudgeVerdict.objects.select_related("version"))
+                ),
+            ),
             Prefetch(
                 "verdicts",
-                queryset=JudgeVerdict.objects.filter(step__isnull=True),
+                queryset=JudgeVerdict.objects.filter(step__isnull=True).select_related("version"),
                 to_attr="trajectory_verdicts",
             ),
         )

@@ -18,6 +18,8 @@ from scoring.verdicts import MissingVerdict
 from webapp.common.importing import DataImportError, RecordReader, batched, iter_jsonl
 from webapp.datasets.models import Dataset, Question
 from webapp.runs.models import Run
+from webapp.trajectories.chat import chat_line_parsed, chat_line_scored, is_chat_line
+from webapp.trajectories.judge_versions import VersionResolver
 from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
 
 
@@ -35,6 +37,7 @@ class VerdictInput:
     latency_ms: int | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    version_id: int | None = None  # the JudgeVersion; None: resolved from the run's judge settings and model
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +119,7 @@ def _step_rows(trajectory_id: int, item: TrajectoryInput) -> Iterator[Step]:
 
 
 def _verdict_rows(
-    trajectory_id: int, step_ids: dict[int, int], item: TrajectoryInput
+    trajectory_id: int, step_ids: dict[int, int], item: TrajectoryInput, versions: VersionResolver
 ) -> Iterator[JudgeVerdict]:
     for verdict in item.verdicts:
         step_id = None
@@ -134,6 +137,7 @@ def _verdict_rows(
             score=verdict.score,
             raw_reply=verdict.raw_reply,
             judge_model=verdict.judge_model,
+            version_id=verdict.version_id or versions.version_id(item.run_id, verdict.judge_model),
             latency_ms=verdict.latency_ms,
             prompt_tokens=verdict.prompt_tokens,
             completion_tokens=verdict.completion_tokens,
@@ -169,6 +173,7 @@ def trajectory_bulk_create(*, items: Iterable[TrajectoryInput], batch_size: int 
     ``bulk_create`` returns primary keys on PostgreSQL and on SQLite >= 3.35, which the steps need.
     """
     count = 0
+    versions = VersionResolver()
     for batch in batched(items, batch_size):
         created = Trajectory.objects.bulk_create([_without_nul(_trajectory_row(item)) for item in batch])
         steps = [
@@ -184,7 +189,7 @@ def trajectory_bulk_create(*, items: Iterable[TrajectoryInput], batch_size: int 
             verdicts = [
                 verdict
                 for row, item in zip(created, batch, strict=True)
-                for verdict in _verdict_rows(row.pk, step_ids.get(row.pk, {}), item)
+                for verdict in _verdict_rows(row.pk, step_ids.get(row.pk, {}), item, versions)
             ]
             JudgeVerdict.objects.bulk_create(verdicts, batch_size=5000)
         count += len(created)
@@ -317,6 +322,8 @@ def _scored(
     judgements = dict(reader.mapping("judgements"))
     if method == "hiprag" and "step_flags" not in judgements:
         judgements["step_flags"] = _hiprag_step_flags(parsed, verdicts)
+    if is_chat_line(reader):
+        return chat_line_scored(reader, method, parsed, golds, judgements)
     try:
         return score(
             method, parsed.text, list(golds), params=reader.mapping("params"), judgements=judgements
@@ -330,13 +337,20 @@ def _scored(
 def _trajectory_inputs(path: Path, resolver: _Resolver) -> Iterator[TrajectoryInput]:
     for number, record in iter_jsonl(path, name=resolver.file):
         reader = RecordReader(record, file=resolver.file, line=number)
-        response = reader.text("response", allow_empty=True)
-        format_name = reader.text("format")
-        assert response is not None and format_name is not None
-        if format_name not in formats.PARSERS:
-            raise reader.error(
-                "format", f"unknown format {format_name!r}; known: {', '.join(formats.PARSERS)}"
-            )
+        if is_chat_line(reader):  # OpenAI-style messages with tool calls (webapp.trajectories.chat)
+            parsed = chat_line_parsed(reader)
+        else:
+            response = reader.text("response", allow_empty=True)
+            format_name = reader.text("format")
+            assert response is not None and format_name is not None
+            if format_name not in formats.PARSERS:
+                raise reader.error(
+                    "format", f"unknown format {format_name!r}; known: {', '.join(formats.PARSERS)}"
+                )
+            parsed = formats.parse(format_name, response)
+        golds_field = (
+            "golds" if reader.has("golds") and not reader.has("golden_answers") else "golden_answers"
+        )
         dataset = resolver.dataset(reader)
         if reader.has("question_id"):
             question = resolver.question(reader, dataset)
@@ -345,7 +359,11 @@ def _trajectory_inputs(path: Path, resolver: _Resolver) -> Iterator[TrajectoryIn
         elif reader.has("question"):
             question_pk, dataset_id = None, dataset.pk if dataset else None
             question_text = reader.text("question") or ""
-            golds = reader.text_list("golden_answers")
+            golds = reader.text_list(golds_field)
+        elif is_chat_line(reader) and parsed.extras.get("question"):  # the first user message
+            question_pk, dataset_id = None, dataset.pk if dataset else None
+            question_text = parsed.extras["question"]
+            golds = reader.text_list(golds_field)
         else:
             raise reader.error("question_id", "missing (give question_id, or question and golden_answers)")
         step_rewards = record.get("step_rewards")
@@ -357,7 +375,6 @@ def _trajectory_inputs(path: Path, resolver: _Resolver) -> Iterator[TrajectoryIn
         }
         rewards = [_float_or_error(reader, "step_rewards", v) for v in step_rewards] if step_rewards else None
         total = _float_or_error(reader, "reward", record["reward"]) if reader.has("reward") else None
-        parsed = formats.parse(format_name, response)
         verdicts = _verdicts(reader, parsed)
         if reader.has("method") and total is None:
             scored = _scored(reader, parsed, golds, verdicts)
@@ -396,6 +413,9 @@ def trajectory_import(
     ``"step_rewards"``, ``"verdicts"`` (judge outcomes to store) and ``"method"`` (+ ``"params"``, ``"judgements"``):
     a line with a method and no reward is scored by ``scoring.scorer.score`` (HiPRAG's step flags are read off its
     over-/under-search verdicts). ``run_id`` and ``dataset_name`` are the defaults for lines that name none.
+    A line with ``"messages"`` instead of ``"response"`` is a chat trajectory (OpenAI-style tool calls; golds as
+    ``"golds"`` or ``"golden_answers"``; the question defaults to the first user message): see
+    :mod:`webapp.trajectories.chat`.
     """
     path = Path(path)
     label = display_name or str(path)
@@ -403,3 +423,20 @@ def trajectory_import(
         raise DataImportError(file=label, line=None, field="run", message=f"no run {run_id}")
     resolver = _Resolver(file=label, default_run_id=run_id, default_dataset=dataset_name)
     return trajectory_bulk_create(items=_trajectory_inputs(path, resolver))
+
+
+def trajectory_import_upload(
+    *, upload: Any, run_id: int | None = None, dataset_name: str | None = None
+) -> int:
+    """:func:`trajectory_import` of an uploaded JSONL file (the API's ``POST /api/v1/trajectories/import/``), read
+    from a temporary copy; all or nothing, errors name the upload's file name, line and field."""
+    import tempfile
+
+    name = str(getattr(upload, "name", "") or "upload.jsonl")
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
+        for chunk in upload.chunks():
+            handle.write(chunk)
+        handle.flush()
+        return trajectory_import(
+            path=handle.name, run_id=run_id, dataset_name=dataset_name, display_name=name
+        )
