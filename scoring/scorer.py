@@ -29,9 +29,9 @@ from scoring.formats import parse
 from scoring.rewards.autosearch import autosearch_reward
 from scoring.rewards.hiprag import average_earned_bonus, hiprag_reward
 from scoring.rewards.result import Reward
-from scoring.rewards.searchp1 import SearchP1Evaluation, SearchP1Weights, searchp1_reward
+from scoring.rewards.searchp1 import MAX_STEP_COUNT, SearchP1Evaluation, SearchP1Weights, searchp1_reward
 from scoring.rewards.searchr1 import searchr1_format_reward, searchr1_outcome_reward
-from scoring.rewards.tiresrag import TiresragWeights, tiresrag_reward
+from scoring.rewards.tiresrag import MAX_TRAINING_STEPS, TiresragWeights, tiresrag_reward
 from scoring.trajectory import Trajectory
 from scoring.verdicts import MissingVerdict, Verdict
 
@@ -65,7 +65,10 @@ class _Inputs:
         if values is not None and not isinstance(values, Mapping):
             raise ScoringInputError(prefix, f"must be an object, got {type(values).__name__}")
         self.values = dict(values or {})
-        unknown = sorted(str(key) for key in set(self.values) - set(known))
+        for key in self.values:
+            if not isinstance(key, str):
+                raise ScoringInputError(prefix, f"keys must be strings, got {_shown(key)}")
+        unknown = sorted(key[:60] for key in set(self.values) - set(known))
         if unknown:
             raise ScoringInputError(
                 f"{prefix}.{unknown[0]}", f"unknown; expected one of {', '.join(known) or 'none'}"
@@ -76,24 +79,32 @@ class _Inputs:
 
     def number(self, name: str, default: float, low: float, high: float) -> float:
         value = self.values.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ScoringInputError(self.field(name), f"must be a finite number, got {_shown(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
             raise ScoringInputError(self.field(name), f"must be a finite number, got {value!r}")
+        # Python compares an int with a float exactly, so a huge int (10**400) is refused here, before float()
+        # could overflow.
         if not low <= value <= high:
-            raise ScoringInputError(self.field(name), f"must lie in [{low}, {high}], got {value!r}")
+            raise ScoringInputError(self.field(name), f"must lie in [{low}, {high}], got {_shown(value)}")
         return float(value)
 
-    def integer(self, name: str, default: int | None, low: int) -> int:
+    def integer(self, name: str, default: int | None, low: int, high: int) -> int:
         value = self.values.get(name, default)
         if value is None:
             raise ScoringInputError(self.field(name), "is required")
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ScoringInputError(self.field(name), f"must be an integer ≥ {low}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ScoringInputError(
+                self.field(name), f"must be an integer in [{low}, {high}], got {_shown(value)}"
+            )
         return value
 
     def choice(self, name: str, default: str, options: Sequence[str]) -> str:
         value = self.values.get(name, default)
         if value not in options:
-            raise ScoringInputError(self.field(name), f"must be one of {', '.join(options)}, got {value!r}")
+            raise ScoringInputError(
+                self.field(name), f"must be one of {', '.join(options)}, got {_shown(value)}"
+            )
         return str(value)
 
     def verdict(self, name: str) -> Verdict | None:
@@ -104,8 +115,20 @@ class _Inputs:
         """One verdict per step; a step the reward needs but the list does not reach raises MissingVerdict."""
         values = self.values.get(name, [])
         if not isinstance(values, list):
-            raise ScoringInputError(self.field(name), f"must be a list, got {values!r}")
+            raise ScoringInputError(self.field(name), f"must be a list, got {_shown(values)}")
         return tuple(_verdict(f"{self.field(name)}[{i}]", v) for i, v in enumerate(values))
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: an error message never echoes a 400-digit number whole (and
+    never hits Python's int-to-str digit limit)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an integer of about {value.bit_length() * 30103 // 100000 + 1} digits"
+    try:
+        shown = repr(value)
+    except (RecursionError, ValueError):  # nested too deep, or a huge int inside a container
+        return f"a {type(value).__name__} too large to show"
+    return shown if len(shown) <= limit else f"{shown[: limit - 1]}…"
 
 
 def _verdict(field: str, value: Any) -> Verdict:
@@ -113,10 +136,10 @@ def _verdict(field: str, value: Any) -> Verdict:
     if isinstance(value, bool):
         return Verdict.TRUE if value else Verdict.FALSE
     try:
-        return Verdict(str(value).lower())
+        return Verdict(value.lower() if isinstance(value, str) else "")
     except ValueError:
         raise ScoringInputError(
-            field, f"must be true, false, 'unparseable' or 'error', got {value!r}"
+            field, f"must be true, false, 'unparseable' or 'error', got {_shown(value)}"
         ) from None
 
 
@@ -198,7 +221,7 @@ def _search_p1(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, ju
         trajectory,
         golds,
         evaluation,
-        n_ref_steps=judged.integer("n_ref_steps", None, 0),
+        n_ref_steps=judged.integer("n_ref_steps", None, 0, MAX_STEP_COUNT),
         variant=params.choice("variant", "main", ("main", "alg3")),  # type: ignore[arg-type]
         weights=weights,
     )
@@ -216,8 +239,8 @@ def _tiresrag(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, jud
         golds,
         sufficiency=judged.verdict("sufficiency"),
         thinking=thinking,
-        step=params.integer("step", 0, 0),
-        total_steps=params.integer("total_steps", 1, 1),
+        step=params.integer("step", 0, 0, MAX_TRAINING_STEPS),
+        total_steps=params.integer("total_steps", 1, 1, MAX_TRAINING_STEPS),
         weights=TiresragWeights(
             thinking=params.number("w_thinking", 0.6, 0.0, 10.0),
             sufficiency=params.number("w_sufficiency", 0.3, 0.0, 10.0),

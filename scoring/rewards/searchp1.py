@@ -47,7 +47,6 @@ Where the paper is silent, and what we chose:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -102,20 +101,32 @@ class SearchP1Evaluation:
             ("outcome_accuracy_score", self.outcome_accuracy_score, 1.0),
             ("outcome_reasoning_score", self.outcome_reasoning_score, 1.0),
         ):
-            if not (math.isfinite(value) and 0.0 <= value <= top):
-                raise ValueError(f"{name} must lie in [0, {top}], got {value!r}")
+            # A huge int compares exactly with a float (no overflow); NaN fails the comparison.
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= top:
+                raise ValueError(f"{name} must be a number in [0, {top}], got {_shown(value)}")
         for name, count in (
             ("model_plan_steps", self.model_plan_steps),
             ("effective_steps_self", self.effective_steps_self),
             ("effective_steps_ref", self.effective_steps_ref),
         ):
             if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_STEP_COUNT:
-                raise ValueError(f"{name} must be an integer in [0, {MAX_STEP_COUNT}], got {count!r}")
+                raise ValueError(f"{name} must be an integer in [0, {MAX_STEP_COUNT}], got {_shown(count)}")
         if self.effective_steps_self > self.model_plan_steps:
             raise ValueError(
                 f"effective_steps_self ({self.effective_steps_self}) exceeds model_plan_steps "
                 f"({self.model_plan_steps})"
             )
+
+
+def _shown(value: object) -> str:
+    """A short ``repr`` for an error message: a 400-digit int is not echoed whole (nor past Python's digit limit)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return "an integer too large"
+    try:
+        shown = repr(value)
+    except (RecursionError, ValueError):
+        return f"a {type(value).__name__} too large to show"
+    return shown if len(shown) <= 60 else f"{shown[:59]}…"
 
 
 def _ratio(numerator: float, denominator: float) -> float:

@@ -63,6 +63,10 @@ class TiresragWeights:
 
 DEFAULT_WEIGHTS = TiresragWeights()
 
+# Training steps t and T of a_t (§4.3): no run has this many steps; a larger value is a caller's mistake, and a huge
+# int would overflow the float arithmetic of a_t.
+MAX_TRAINING_STEPS = 100_000_000
+
 
 def answer_reward(prediction: str | None, golds: Golds) -> float:
     """R_A = F1(a, a*) (Eq. 1): FlashRAG token F1, maximised over golds; 0 without an answer.
@@ -133,6 +137,10 @@ def dynamic_weight(step: int | float, total_steps: int | float) -> float:
     >>> dynamic_weight(90, 100)
     0.5
     """
+    for name, value in (("step", step), ("total_steps", total_steps)):
+        # exact int/float comparison: a huge int is refused before float arithmetic; NaN fails it too
+        if isinstance(value, bool) or not 0 <= value <= MAX_TRAINING_STEPS:
+            raise ValueError(f"{name} must lie in [0, {MAX_TRAINING_STEPS}] (§4.3's t and T)")
     x = (step - 0.9 * total_steps) / 10
     if x > 0:
         e = math.exp(-x)

@@ -118,3 +118,58 @@ def test_it_knows_every_format_it_names() -> None:
     from scoring.formats import PARSERS
 
     assert {spec.format for spec in METHODS.values()} == set(PARSERS)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "judgements", "field"),
+    [
+        pytest.param(
+            "search_r1", {"structure_format_score": 10**400}, {}, "params.structure_format_score", id="1e400"
+        ),
+        pytest.param(
+            "search_r1", {"final_format_score": -(10**5000)}, {}, "params.final_format_score", id="-1e5000"
+        ),
+        pytest.param("search_r1", {"reward": 10**5000}, {}, "params.reward", id="huge-choice"),
+        pytest.param("hiprag", {"lambda_p": 2**63}, {}, "params.lambda_p", id="2^63"),
+        pytest.param("hiprag", {10**5000: 1}, {}, "params", id="huge-key"),
+        pytest.param("hiprag", {}, {"step_flags": [10**5000]}, "judgements.step_flags[0]", id="huge-verdict"),
+        pytest.param("tiresrag", {"step": 10**20}, {}, "params.step", id="step"),
+        pytest.param("tiresrag", {"total_steps": 2**63}, {}, "params.total_steps", id="total-steps"),
+        pytest.param(
+            "tiresrag", {}, {"sufficiency": True, "thinking": 10**400}, "judgements.thinking", id="thinking"
+        ),
+        pytest.param("search_p1", {}, {"n_ref_steps": 10**400}, "judgements.n_ref_steps", id="n-ref-steps"),
+        pytest.param(
+            "search_p1",
+            {},
+            {
+                "n_ref_steps": 1,
+                "evaluation": {
+                    "planner_score": 10**400,
+                    "model_plan_steps": 1,
+                    "effective_steps_self": 1,
+                    "effective_steps_ref": 1,
+                    "outcome_accuracy_score": 1,
+                    "outcome_reasoning_score": 1,
+                },
+            },
+            "judgements.evaluation",
+            id="planner-score",
+        ),
+    ],
+)
+def test_it_bounds_every_number_without_overflow(
+    method: str, params: dict[Any, Any], judgements: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ScoringInputError) as caught:
+        score(method, HIPRAG_TWO_STEPS, GOLD, params=params, judgements=judgements)
+    assert caught.value.field == field
+    assert len(str(caught.value)) < 200  # a 5,000-digit number is named by its size, not echoed
+
+
+def test_the_huge_integer_repro_names_the_parameter_and_its_range() -> None:
+    with pytest.raises(ScoringInputError) as caught:
+        score("search_r1", "<answer>a</answer>", ["a"], params={"structure_format_score": 10**400})
+    assert str(caught.value) == (
+        "params.structure_format_score: must lie in [0.0, 1.0], got an integer of about 401 digits"
+    )
