@@ -33,7 +33,7 @@ from retrieval.searcher import Searcher
 from scoring.aggregates import EvaluationReport, TrajectoryOutcome, evaluation_report
 from scoring.formats import parse
 from scoring.judging.searchp1 import ReferencePlan
-from scoring.metrics import cover_exact_match, exact_match, token_f1
+from scoring.metrics import cover_exact_match, exact_match, flashrag_acc, token_f1
 from scoring.rewards.result import Reward
 from scoring.rewards.searchp1 import SearchP1Evaluation
 from scoring.scorer import METHODS as SCORING_METHODS
@@ -107,6 +107,7 @@ class TrajectoryRecord:
             under_search=self.flags(det.UNDER_SEARCH),
             intermediate_correct=intermediate,
             over_search_rules=tuple(result.rule for result in self.verdicts.get(det.OVER_SEARCH, [])),
+            acc=flashrag_acc(self.trajectory.answer, self.question.golds),
         )
 
 

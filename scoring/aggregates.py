@@ -17,6 +17,9 @@ judge verdicts from the judges). :func:`evaluation_report` groups them by datase
 Metric definitions (each field of :class:`DatasetReport` says which paper it follows):
 
 * CEM, EM, F1, format-correct rate: means over trajectories (HiPRAG §4.1 and Appendix F.1; AutoSearch §5.1).
+* ``acc``: FlashRAG's accuracy (``scoring.metrics.flashrag_acc``, FlashRAG ``Sub_ExactMatch``), the number Search-R1
+  (Table 2), TIRESRAG-R1 and AutoSearch report, a mean over the trajectories whose ``acc`` was measured
+  (``TrajectoryOutcome.acc`` set); ``None`` when none was.
 * OSR / USR, HiPRAG Eq. 2: micro-averaged over *steps*: over-searched search steps / judged search steps, and
   under-searched non-search steps / judged non-search steps. A step whose verdict is missing, unparseable or an
   error is counted in ``n_judge_errors`` and left out of both numerator and denominator — it is never read as
@@ -84,6 +87,7 @@ class TrajectoryOutcome:
     under_search: tuple[StepFlag, ...] = ()
     intermediate_correct: tuple[bool, ...] | None = None
     over_search_rules: tuple[str | None, ...] = ()
+    acc: bool | None = None  # FlashRAG's acc (scoring.metrics.flashrag_acc); None: not measured
 
     def __post_init__(self) -> None:
         if self.n_searches < 0:
@@ -120,6 +124,8 @@ class DatasetReport:
     n_intermediate_measured: int  # trajectories with intermediate answers (its denominator)
     osr_redundant: float | None = None  # OSR without the evidence judge's retrieval misses (module docstring)
     n_retrieval_misses: int = 0  # over-search flags raised by a retrieval-miss rule
+    acc: float | None = None  # FlashRAG's acc (Sub_ExactMatch): Search-R1 Table 2, TIRESRAG-R1, AutoSearch
+    n_acc_measured: int = 0  # trajectories with a measured acc (its denominator)
 
     @property
     def search_depth(self) -> float | None:
@@ -172,6 +178,8 @@ class _Tally:
     misses: int = 0
     measured: int = 0
     over_searched_samples: int = 0
+    acc: int = 0
+    acc_measured: int = 0
 
     def add(self, outcome: TrajectoryOutcome) -> None:
         self.n += 1
@@ -180,6 +188,9 @@ class _Tally:
         self.f1 += outcome.f1
         self.format_ok += outcome.format_ok
         self.searches += outcome.n_searches
+        if outcome.acc is not None:
+            self.acc_measured += 1
+            self.acc += outcome.acc
         for i, flag in enumerate(outcome.over_search):
             value = flag_value(flag)
             if value is None:
@@ -229,6 +240,8 @@ class _Tally:
             n_intermediate_measured=self.measured,
             osr_redundant=rate(self.over - self.misses, self.search_steps),
             n_retrieval_misses=self.misses,
+            acc=rate(self.acc, self.acc_measured),
+            n_acc_measured=self.acc_measured,
         )
 
 
@@ -263,6 +276,8 @@ def macro_average(reports: Sequence[DatasetReport], dataset: str = MACRO) -> Dat
         n_intermediate_measured=sum(r.n_intermediate_measured for r in reports),
         osr_redundant=_mean_of(reports, lambda r: r.osr_redundant),
         n_retrieval_misses=sum(r.n_retrieval_misses for r in reports),
+        acc=_mean_of(reports, lambda r: r.acc),
+        n_acc_measured=sum(r.n_acc_measured for r in reports),
     )
 
 

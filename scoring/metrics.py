@@ -1,4 +1,5 @@
-"""Answer metrics: normalizers, exact match, cover exact match and token F1, over one or several gold answers.
+"""Answer metrics: normalizers, exact match, cover exact match, FlashRAG's ``acc`` and token F1, over one or several
+gold answers.
 
 Two normalizers exist in the papers' code and they disagree, so both are kept (../shared/reference/REFERENCE.md §a):
 
@@ -77,6 +78,26 @@ def substring_match(
     substring of the normalized prediction (so ``"parisian"`` covers ``"paris"`` and an empty gold covers all)."""
     pred = normalize(prediction)
     return any(normalize(g) in pred for g in as_golds(golds))
+
+
+def flashrag_acc(prediction: str | None, golds: str | Iterable[str]) -> bool:
+    """FlashRAG's ``acc`` (``flashrag/evaluator/metrics.py``, class ``Sub_ExactMatch``, ``metric_name = "acc"``,
+    ``calculate_sub_em``): some gold, normalized by FlashRAG's ``normalize_answer`` (SQuAD's, here
+    :func:`normalize_answer`), is a character substring of the normalized prediction. This is the accuracy
+    Search-R1 (Table 2), TIRESRAG-R1 and AutoSearch report; it is :func:`substring_match` with SQuAD's normalizer.
+
+    It differs from HiPRAG's CEM (:func:`cover_exact_match`) only through the normalizer: ``"U.S.A."`` covers
+    ``"USA"`` here (both ``"usa"``) but not under CEM (``"u s"``); ``"Jay Z"`` covers ``"Jay-Z"`` under CEM (both
+    ``"jay z"``) but not here (``"jayz"``). A missing prediction (no answer span) scores 0, where FlashRAG would be
+    handed an empty string, whose ``acc`` is 0 unless a gold normalizes to ``""``. FlashRAG's regex mode (dataset
+    ``curatedtrec`` only) is not reproduced.
+
+    >>> flashrag_acc("U.S.A.", ["USA"]), cover_exact_match("U.S.A.", ["USA"])
+    (True, False)
+    """
+    if prediction is None:
+        return False
+    return substring_match(prediction, golds, normalize_answer)
 
 
 def cover_exact_match(

@@ -3,7 +3,8 @@
 Two runs (a baseline, e.g. Search-R1's outcome reward, and a method, e.g. HiPRAG) answered the *same* held-out
 questions. Every question contributes, for each metric, a ``(numerator, denominator)`` pair per run:
 
-* a per-question mean (CEM, EM, F1, format-correct, searches) is ``(value, 1)``: the run's metric is the mean;
+* a per-question mean (CEM, FlashRAG's acc, EM, F1, format-correct, searches) is ``(value, 1)``: the run's metric
+  is the mean (a question whose acc was not measured is ``(0, 0)``: outside acc's denominator);
 * a step-level rate (HiPRAG Eq. 2's OSR and USR) is ``(flagged steps, judged steps)`` of that question's
   trajectory: the run's metric is the micro average over steps, exactly as :mod:`scoring.aggregates` computes it.
 
@@ -35,7 +36,7 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_CONFIDENCE = 0.95
 
 # The papers' table, in its column order: names as in scoring.aggregates.DatasetReport.
-METRICS = ("cem", "em", "f1", "average_searches", "osr", "usr", "format_ok_rate")
+METRICS = ("cem", "acc", "em", "f1", "average_searches", "osr", "usr", "format_ok_rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +85,13 @@ def question_ratios(
     n_searches: int,
     over_search: Iterable[Verdict | bool | None] = (),
     under_search: Iterable[Verdict | bool | None] = (),
+    acc: bool | None = None,
 ) -> dict[str, Ratio]:
     """One question's contributions to every metric of :data:`METRICS` (see the module docstring)."""
     return {
         "cem": (float(cem), 1.0),
+        # FlashRAG's acc (scoring.metrics.flashrag_acc): Search-R1 Table 2, TIRESRAG-R1, AutoSearch
+        "acc": (0.0, 0.0) if acc is None else (float(acc), 1.0),
         "em": (float(em), 1.0),
         "f1": (float(f1), 1.0),
         "average_searches": (float(n_searches), 1.0),

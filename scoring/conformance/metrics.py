@@ -12,6 +12,7 @@ from scoring.conformance import Adapter
 from scoring.metrics import (
     cover_exact_match,
     exact_match,
+    flashrag_acc,
     normalize_answer,
     normalize_string,
     query_f1,
@@ -41,7 +42,7 @@ def _calculate_em(record: dict[str, Any]) -> float:
 
 
 def _calculate_sub_em(record: dict[str, Any]) -> float:
-    return float(substring_match(record["prediction"], record["golden_answers"]))
+    return float(flashrag_acc(record["prediction"], record["golden_answers"]))
 
 
 def _token_level_scores(record: dict[str, Any]) -> dict[str, float]:

@@ -315,3 +315,30 @@ def test_it_agrees_with_the_reference_where_both_are_defined() -> None:
         == "nq: 0.5, over_search_rate: 0.5, under_search_rate: 0.333"
     )
     assert math.isclose(row_.usr, 1 / 3)
+
+
+def test_it_reports_flashrag_acc_per_dataset_pooled_and_averaged() -> None:
+    def scored(dataset: str, acc: bool | None, cem: bool) -> TrajectoryOutcome:
+        return TrajectoryOutcome(dataset, cem, False, 0.0, True, 0, acc=acc)
+
+    report = evaluation_report(
+        [
+            scored("nq", True, False),  # "U.S.A." for "USA": acc, not CEM
+            scored("nq", False, True),  # "Jay Z" for "Jay-Z": CEM, not acc
+            scored("nq", True, True),
+            scored("nq", False, False),
+            scored("hotpotqa", True, True),
+            scored("hotpotqa", None, True),  # not measured: outside acc's denominator
+        ]
+    )
+    by_name = {row.dataset: row for row in report.rows()}
+    assert (by_name["nq"].acc, by_name["nq"].cem, by_name["nq"].n_acc_measured) == (0.5, 0.5, 4)
+    assert (by_name["hotpotqa"].acc, by_name["hotpotqa"].n_acc_measured) == (1.0, 1)
+    assert (by_name[MICRO].acc, by_name[MICRO].n_acc_measured) == (0.6, 5)
+    assert by_name[MACRO].acc == 0.75
+
+
+def test_it_leaves_acc_undefined_when_no_trajectory_measured_it() -> None:
+    report = evaluation_report([outcome(cem=True)])
+    assert (report.overall_micro.acc, report.overall_micro.n_acc_measured) == (None, 0)
+    assert report.overall_micro.cem == 1.0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import string
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from scoring.metrics import (
     cover_exact_match,
     exact_match,
+    flashrag_acc,
     normalize_answer,
     normalize_string,
     query_f1,
@@ -165,3 +168,41 @@ def test_it_keeps_f1_in_range_and_em_implies_the_rest(prediction: str, golds: li
     assert 0.0 <= query_f1(prediction, golds) <= 1.0
     if exact_match(prediction, golds):
         assert substring_match(prediction, golds)
+
+
+@pytest.mark.parametrize(
+    ("prediction", "gold", "acc", "cem"),
+    [
+        # issue 33 item 5: FlashRAG deletes punctuation, HiPRAG turns it into a space
+        pytest.param("U.S.A.", "USA", True, False, id="usa"),
+        pytest.param("AC/DC", "ACDC", True, False, id="acdc"),
+        pytest.param("O'Neill", "ONeill", True, False, id="oneill"),
+        pytest.param("Jay Z", "Jay-Z", False, True, id="jay-z"),
+        pytest.param("Jay-Z", "Jay Z", False, True, id="jay-z-reversed"),
+        pytest.param("It was Paris, France.", "paris", True, True, id="both-cover"),
+        pytest.param("Lyon", "Paris", False, False, id="neither"),
+    ],
+)
+def test_it_tells_flashrag_acc_from_hiprag_cem(prediction: str, gold: str, acc: bool, cem: bool) -> None:
+    assert flashrag_acc(prediction, [gold]) is acc
+    assert cover_exact_match(prediction, [gold]) is cem
+
+
+def test_it_scores_a_missing_answer_zero_under_acc() -> None:
+    assert flashrag_acc(None, ["Paris"]) is False
+    # an empty string is what FlashRAG is handed: its acc is 1 only for a gold that normalizes to ""
+    assert flashrag_acc("", ["Paris"]) is False
+    assert flashrag_acc("", ["the"]) is True
+
+
+def test_it_matches_flashrag_calculate_sub_em_on_every_recorded_vector(reference_dir: Path) -> None:
+    records = [
+        json.loads(line)
+        for line in (reference_dir / "answer_metrics.jsonl").read_text().splitlines()
+        if '"flashrag.Sub_ExactMatch.calculate_sub_em"' in line
+    ]
+    assert len(records) > 10
+    for record in records:
+        given_input = record["input"]
+        got = float(flashrag_acc(given_input["prediction"], given_input["golden_answers"]))
+        assert got == record["output"], given_input

@@ -105,3 +105,18 @@ def test_pair_by_key_keeps_the_questions_both_runs_answered_in_the_baselines_ord
     a, b, c = row(True, 1), row(False, 2), row(True, 3)
     keys, left, right = pair_by_key({"q2": b, "q1": a, "q3": c}, {"q1": c, "q2": a, "q4": b})
     assert keys == ["q2", "q1"] and left == [b, a] and right == [a, c]
+
+
+def test_it_pairs_flashrag_acc_beside_cem() -> None:
+    def scored(cem: bool, acc: bool | None) -> dict[str, tuple[float, float]]:
+        return question_ratios(cem=cem, em=False, f1=0.0, format_ok=True, n_searches=1, acc=acc)
+
+    assert scored(False, True)["acc"] == (1.0, 1.0) and scored(False, None)["acc"] == (0.0, 0.0)
+    baseline = [scored(False, False), scored(True, True), scored(False, False), scored(True, None)]
+    method = [scored(False, True), scored(True, True), scored(True, True), scored(True, True)]
+    result = paired_bootstrap(baseline, method, n_resamples=200, seed=0)
+    acc = result["acc"]
+    # acc: baseline 1 of 3 measured, method 4 of 4; CEM: baseline 2 of 4, method 3 of 4
+    assert acc.baseline == 1 / 3 and acc.method == 1.0
+    assert acc.difference == pytest.approx(2 / 3)
+    assert result["cem"].difference == 0.25

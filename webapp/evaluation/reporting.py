@@ -7,11 +7,12 @@ and AutoSearch's search depth are one quantity (scoring.aggregates), so they sha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scoring.aggregates import MACRO, MICRO
+from scoring.metrics import flashrag_acc
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,13 @@ class Column:
 
 COLUMNS = (
     Column("cem", "CEM", help="cover exact match: a gold answer appears in the answer (HiPRAG §4.1)"),
+    Column(
+        "acc",
+        "acc (FlashRAG)",
+        help="FlashRAG's acc (Sub_ExactMatch): a gold answer appears in the answer after SQuAD's normalization, "
+        "which deletes punctuation (U.S.A. covers USA) where CEM's makes it a space; the accuracy Search-R1, "
+        "TIRESRAG-R1 and AutoSearch report",
+    ),
     Column("em", "EM", help="exact match"),
     Column("f1", "F1", help="token F1"),
     Column("osr", "OSR", help="over-search rate: over-searched / judged search steps (HiPRAG Eq. 2)"),
@@ -48,6 +56,14 @@ ROW_HELP = {
     MACRO: "plain mean of the dataset rows (AutoSearch Table 1's Avg)",
     MICRO: "every trajectory pooled (HiPRAG Table 4's Avg.)",
 }
+
+
+def stored_acc(final_answer: str | None, golden_answers: Sequence[str] | None) -> bool | None:
+    """FlashRAG's ``acc`` of a stored trajectory (``scoring.metrics.flashrag_acc``); ``None`` without golds, as a
+    stored CEM is."""
+    if not golden_answers:
+        return None
+    return flashrag_acc(final_answer, golden_answers)
 
 
 def cell(value: float | None, column: Column) -> str:

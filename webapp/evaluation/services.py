@@ -29,6 +29,7 @@ from webapp.datasets.models import Dataset
 from webapp.evaluation import components
 from webapp.evaluation.models import EvaluationReport, EvaluationStats
 from webapp.evaluation.records import trajectory_input
+from webapp.evaluation.reporting import stored_acc
 from webapp.evaluation.specs import EvaluationConfigError, EvaluationSpec, evaluation_spec_check
 from webapp.evaluation.stores import PrefetchedJudgeCache, PrefetchedPlanStore
 from webapp.runs.models import Run
@@ -268,7 +269,15 @@ def evaluation_report_ensure(*, run_id: int) -> bool:
         Trajectory.objects.filter(run_id=run_id)
         .order_by("pk")
         .values_list(
-            "pk", "dataset__name", "cover_exact_match", "exact_match", "f1", "format_ok", "n_searches"
+            "pk",
+            "dataset__name",
+            "cover_exact_match",
+            "exact_match",
+            "f1",
+            "format_ok",
+            "n_searches",
+            "final_answer",
+            "golden_answers",
         )
     )
     if not rows:
@@ -291,8 +300,9 @@ def evaluation_report_ensure(*, run_id: int) -> bool:
             n_searches=n_searches,
             over_search=tuple(flags.get((pk, "over_search"), ())),
             under_search=tuple(flags.get((pk, "under_search"), ())),
+            acc=stored_acc(answer, golds),
         )
-        for pk, dataset, cem, em, f1, format_ok, n_searches in rows
+        for pk, dataset, cem, em, f1, format_ok, n_searches, answer, golds in rows
     ]
     report = evaluation_report(outcomes)
     EvaluationReport.objects.bulk_create(

@@ -7,6 +7,7 @@ from typing import Any
 
 TITLES = {
     "cem": "CEM",
+    "acc": "acc (FlashRAG)",  # FlashRAG's Sub_ExactMatch: Search-R1 Table 2, TIRESRAG-R1, AutoSearch
     "em": "EM",
     "f1": "F1",
     "average_searches": "#Search",

@@ -37,11 +37,11 @@ def test_it_runs_an_evaluation_from_the_command_line_and_prints_the_table(
         stderr=err,
     )
     lines = out.getvalue().splitlines()
-    assert lines[0].split()[:6] == ["Dataset", "N", "CEM", "EM", "F1", "OSR"]
+    assert lines[0].split()[:8] == ["Dataset", "N", "CEM", "acc", "(FlashRAG)", "EM", "F1", "OSR"]
     rows = {line.split()[0]: line.split() for line in lines[2:] if not line.startswith("-")}
     assert set(rows) == {"hotpotqa", "nq", "Avg.", "All"}
-    assert rows["nq"][1:6] == ["1", "100.0", "100.0", "100.0", "100.0"]  # N, CEM, EM, F1, OSR
-    assert rows["nq"][6] == "—"  # USR: every under-search call failed, so it is undefined, not 0
+    assert rows["nq"][1:7] == ["1", "100.0", "100.0", "100.0", "100.0", "100.0"]  # N, CEM, acc, EM, F1, OSR
+    assert rows["nq"][7] == "—"  # USR: every under-search call failed, so it is undefined, not 0
     assert "judge judge-m: " in err.getvalue() and Run.objects.get().status == "finished"
 
 

@@ -73,7 +73,7 @@ def test_it_trains_every_method_from_the_same_start_and_evaluates_every_model(
     labels = [d["label"] for d in result["differences"]]
     assert labels == ["hiprag − search_r1 (trained)", "search_r1: trained − start", "hiprag: trained − start"]
     first = result["differences"][0]
-    assert first["n_pairs"] == 4 and [m["metric"] for m in first["metrics"]][:3] == ["cem", "em", "f1"]
+    assert first["n_pairs"] == 4 and [m["metric"] for m in first["metrics"]][:4] == ["cem", "acc", "em", "f1"]
     searches = next(m for m in first["metrics"] if m["metric"] == "average_searches")
     assert searches["difference"] == 0.0 and searches["low"] == searches["high"] == 0.0
     assert result["judge"].startswith("evidence — heuristic")
@@ -138,8 +138,8 @@ def test_the_command_builds_the_experiment_from_files_and_prints_the_table(
     text = out.getvalue()
     lines = text.splitlines()
     assert lines[0] == "judge: evidence — heuristic (scoring.judging.evidence, no LLM)"
-    assert lines[1].split()[:12] == [
-        "Model", "Run", "Steps", "N", "CEM", "EM", "F1", "#Search", "OSR", "USR", "Format", "%"
+    assert lines[1].split()[:14] == [
+        "Model", "Run", "Steps", "N", "CEM", "acc", "(FlashRAG)", "EM", "F1", "#Search", "OSR", "USR", "Format", "%"
     ]  # fmt: skip
     rows = [line for line in lines[3:7]]
     assert [r.split("#")[0].strip() for r in rows] == [
