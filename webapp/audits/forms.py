@@ -59,7 +59,15 @@ class AuditForm(forms.Form):
     stratification = forms.ChoiceField(
         choices=Audit.Stratification.choices,
         required=False,
-        help_text="sample each stratum in proportion to its size",
+        help_text="sample each stratum in proportion to its size (times the over-sampling factor below); every "
+        "trajectory is weighted by 1 / its inclusion probability",
+    )
+    oversample = forms.FloatField(
+        min_value=0.01,
+        initial=1.0,
+        required=False,
+        help_text="by verdict or disagreement: draw flagged (disagreeing) trajectories this many times as often "
+        "as their share of the runs (e.g. 5); the weights keep the estimates unbiased",
     )
     annotators = UserChoiceField(
         queryset=get_user_model()

@@ -6,10 +6,22 @@ Pure functions over plain ids, so the rules can be read (and tested) without the
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Sequence
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
+from scoring.audit_weights import (
+    DISAGREE,
+    FLAGGED,
+    Drawn,
+    disagreement_stratum,
+    stratified_draw,
+    training_phase,
+    verdict_stratum,
+)
+
 Member = TypeVar("Member")
+NO_STEP = "no step"  # an evaluation trajectory in a by-step audit: it has no training step
 
 
 class SampleTooLarge(ValueError):
@@ -86,3 +98,52 @@ def round_robin(people: Sequence[Member], n_items: int, per_item: int) -> list[l
         [people[(position * per_item + j) % len(people)] for j in range(per_item)]
         for position in range(n_items)
     ]
+
+
+def with_weights(
+    candidates: Sequence[tuple[int, Hashable]], chosen: Sequence[int], *, stratified: bool
+) -> list[Drawn]:
+    """The items of :func:`sample_ids` with their strata and Horvitz–Thompson weights N_h / n_h (N / n when
+    uniform), in queue order."""
+    stratum_of = {id_: ("" if key is None else str(key)) if stratified else "" for id_, key in candidates}
+    sizes = Counter(stratum_of.values())
+    drawn = Counter(stratum_of[id_] for id_ in chosen)
+    return [Drawn(id_, stratum_of[id_], sizes[stratum_of[id_]] / drawn[stratum_of[id_]]) for id_ in chosen]
+
+
+def step_strata(trajectories: Sequence[tuple[int, int, int | None]]) -> list[tuple[int, str]]:
+    """``(id, phase)`` from ``(id, run id, training step)``: early, middle or late third of each run's own step
+    range (``scoring.audit_weights.training_phase``); trajectories without a training step are ``no step``."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for _, run_id, step in trajectories:
+        if step is not None:
+            low, high = ranges.get(run_id, (step, step))
+            ranges[run_id] = (min(low, step), max(high, step))
+    return [
+        (id_, NO_STEP if step is None else training_phase(step, *ranges[run_id]))
+        for id_, run_id, step in trajectories
+    ]
+
+
+def verdict_strata(ids: Sequence[int], flags: Mapping[int, Sequence[bool]]) -> list[tuple[int, str]]:
+    """``(id, flagged | unflagged)``: flagged when the judge flags any step of the trajectory."""
+    return [(id_, verdict_stratum(flags.get(id_, ()))) for id_ in ids]
+
+
+def disagreement_strata(
+    ids: Sequence[int], first: Mapping[int, Mapping[int, bool]], second: Mapping[int, Mapping[int, bool]]
+) -> list[tuple[int, str]]:
+    """``(id, disagree | agree)``: whether two judge versions differ on any step of the trajectory both judged."""
+    return [(id_, disagreement_stratum(first.get(id_, {}), second.get(id_, {}))) for id_ in ids]
+
+
+def weighted_sample(
+    candidates: Sequence[tuple[int, str]], n: int, *, seed: int, oversample: float = 1.0
+) -> list[Drawn]:
+    """``n`` trajectories stratified by the candidates' strata, the flagged and the disagreeing strata drawn
+    ``oversample`` times as often as their size says, each with its Horvitz–Thompson weight."""
+    if n > len(candidates):
+        raise SampleTooLarge(len(candidates), n)
+    if not oversample > 0:
+        raise ValueError(f"the over-sampling factor must be positive, got {oversample}")
+    return stratified_draw(candidates, n, seed=seed, oversample={FLAGGED: oversample, DISAGREE: oversample})

@@ -13,9 +13,9 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from webapp.audits import report, report_data
+from webapp.audits import report, report_data, strata
 from webapp.audits.models import Adjudication, Audit, AuditItem, FrozenReport, Label
-from webapp.audits.sampling import SampleTooLarge, round_robin, sample_ids
+from webapp.audits.sampling import SampleTooLarge, round_robin, sample_ids, with_weights
 from webapp.trajectories.models import Step, Trajectory
 
 # The step questions of the audit (HiPRAG §3.2): a search step is over-search when it was unnecessary; a
@@ -106,9 +106,11 @@ def audit_create(
     guidelines: str = "",
     blind: bool = True,
     created_by: AbstractBaseUser | None = None,
+    oversample: float = 1.0,
 ) -> Audit:
     """Sample ``sample_size`` trajectories of the runs with ``seed`` and assign each to ``annotators_per_item``
-    annotators (round-robin over the annotators sorted by id).
+    annotators (round-robin over the annotators sorted by id). Every item stores its stratum and its
+    Horvitz–Thompson weight; by verdict or disagreement, that stratum is drawn ``oversample`` times as often.
 
     Reproducible: the same runs, size, seed and stratification give the same items in the same order. With no
     annotators the items are left unassigned (an admin can assign them later).
@@ -122,13 +124,23 @@ def audit_create(
                 f"{len(annotators)} annotators were chosen"
             }
         )
+    if not oversample > 0:
+        raise ValidationError({"oversample": f"the over-sampling factor must be positive, got {oversample}"})
+    judges: list[str] = []
     try:
-        chosen = sample_ids(
-            _candidates(run_ids, stratification),
-            sample_size,
-            seed=seed,
-            stratified=bool(stratification),
-        )
+        if stratification in strata.WEIGHTED:
+            sample = strata.weighted_sample(
+                run_ids=run_ids,
+                stratification=stratification,
+                n=sample_size,
+                seed=seed,
+                oversample=oversample,
+            )
+            drawn, judges = sample.drawn, sample.judges
+        else:
+            candidates = _candidates(run_ids, stratification)
+            chosen = sample_ids(candidates, sample_size, seed=seed, stratified=bool(stratification))
+            drawn = with_weights(candidates, chosen, stratified=bool(stratification))
     except SampleTooLarge as exc:
         raise ValidationError(
             {
@@ -141,6 +153,8 @@ def audit_create(
         sample_size=sample_size,
         seed=seed,
         stratification=stratification,
+        oversample=oversample,
+        strata_judges=judges,
         annotators_per_item=annotators_per_item,
         guidelines=guidelines,
         blind=blind,
@@ -150,8 +164,8 @@ def audit_create(
     people = sorted(annotators, key=lambda user: user.pk)
     audit.annotators.set(people)
     items = AuditItem.objects.bulk_create(
-        AuditItem(audit=audit, trajectory_id=trajectory_id, position=position)
-        for position, trajectory_id in enumerate(chosen)
+        AuditItem(audit=audit, trajectory_id=d.id, position=position, stratum=d.stratum, weight=d.weight)
+        for position, d in enumerate(drawn)
     )
     Assignment = AuditItem.assignees.through
     Assignment.objects.bulk_create(

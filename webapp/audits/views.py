@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.selectors import user_is_researcher
-from webapp.audits import adjudication, export, report, selectors, services
+from webapp.audits import adjudication, export, report, selectors, services, strata
 from webapp.audits.forms import AdjudicationForm, AuditForm, LabelForm
 from webapp.audits.models import Audit, AuditItem, FrozenReport
 from webapp.audits.services import LABELS_BY_KIND
@@ -53,6 +53,7 @@ def audit_new(request: HttpRequest) -> HttpResponse:
                 sample_size=data["sample_size"],
                 seed=data["seed"],
                 stratification=data["stratification"],
+                oversample=data.get("oversample") or 1.0,
                 annotators=list(data["annotators"]),
                 annotators_per_item=data["annotators_per_item"],
                 guidelines=data["guidelines"],
@@ -82,6 +83,7 @@ def audit_report(request: HttpRequest, audit_id: int) -> HttpResponse:
         return frozen_report(request, frozen.pk)
     context = {
         "report": report.audit_report(audit=audit),
+        "strata": strata.strata_report(audit=audit),
         "n_resamples": report.N_RESAMPLES,
         "frozen_reports": audit.frozen_reports.all(),
         "tables": export.TABLES,
