@@ -408,3 +408,32 @@ def parse_chat(text: str, *, search_tools: Iterable[str] = DEFAULT_SEARCH_TOOLS)
     if isinstance(decoded, dict) and "messages" in decoded:
         decoded = decoded["messages"]
     return parse_chat_messages(decoded, search_tools=search_tools)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The tool call a chat step was made from, as logged: the tool's name, its arguments (JSON text) and id."""
+
+    name: str
+    arguments: str
+    call_id: str | None = None
+
+
+def step_tool_call(step: Step) -> ToolCall | None:
+    """The tool call behind a step of a chat trajectory (read from ``step.raw``); None for an assistant text step."""
+    try:
+        raw = json.loads(step.raw)
+    except ValueError:
+        return None
+    function = raw.get("function") if isinstance(raw, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        return None
+    arguments = function.get("arguments")
+    call_id = raw.get("id")
+    return ToolCall(
+        name=function["name"],
+        arguments=arguments
+        if isinstance(arguments, str)
+        else json.dumps(arguments if arguments is not None else {}, ensure_ascii=False),
+        call_id=call_id if isinstance(call_id, str) else None,
+    )

@@ -12,7 +12,8 @@ from webapp.trajectories.services import trajectory_import
 class Command(BaseCommand):
     help = (
         'Import agent responses (JSONL: "question_id" or "question"+"golden_answers", "response", "format", optional '
-        '"run", "dataset", "step"), parsed into steps. All or nothing.'
+        '"run", "dataset", "step"; or chat trajectories: "question", "golds", "messages" with tool calls), parsed into '
+        "steps. All or nothing."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
