@@ -1,7 +1,7 @@
 """POST /api/v1/score: score raw trajectories with a method; large batches become a job to poll.
 
 A request is one batch (``scoring.scorer.score_batch``): HiPRAG Sec. 5.3's batch-average bonus is taken over it. A
-trajectory the scorer rejects comes back with ``error: {field, message}`` (e.g. ``judgements.step_flags``, "2
+trajectory the scorer rejects comes back with ``error: {item, field, message}`` (e.g. ``judgements.step_flags``, "2
 verdicts for 1 steps"); invalid shared ``params`` refuse the request with 400, naming the field."""
 
 from __future__ import annotations

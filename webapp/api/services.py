@@ -12,6 +12,8 @@ average bonus of the request's batch (HiPRAG Sec. 5.3), as a trainer's generatio
 from __future__ import annotations
 
 import importlib
+import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +24,7 @@ from django.utils import timezone
 from webapp.api.models import ScoreJob
 
 ScoreFunction = Callable[..., Any]
+logger = logging.getLogger(__name__)
 
 
 class ScoringUnavailable(Exception):
@@ -48,55 +51,84 @@ class ScoringParamsError(Exception):
         self.message = message
 
 
+class ItemFailed(Exception):
+    """One item's scoring raised something other than a typed error (a bug in a reward function): that item gets
+    an error, the items beside it are scored."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(f"internal error: {type(exc).__name__}")
+        self.field = "response"
+        self.message = f"internal error while scoring this trajectory ({type(exc).__name__}); it was logged"
+
+
+def _score_one(score: ScoreFunction, method: str, params: Mapping[str, Any], item: Mapping[str, Any]) -> Any:
+    try:
+        return score(
+            method,
+            item["response"],
+            list(item["golden_answers"]),
+            params=dict(params),
+            judgements=item.get("judgements"),
+        )
+    except ValueError as exc:  # ScoringInputError (names its field) and MissingVerdict
+        return exc
+    except Exception as exc:  # a reward's bug stays this item's error
+        logger.exception("scoring one trajectory (%s) failed", method)
+        return ItemFailed(exc)
+
+
 def _score_each(
     score: ScoreFunction, method: str, params: Mapping[str, Any], items: Sequence[Mapping[str, Any]]
 ) -> list[Any]:
     """One result (a ``Scored`` or the typed error) per item: the real scorer scores the items as one batch
-    (``score_batch``, HiPRAG Sec. 5.3's batch average), a stand-in ``score`` function item by item."""
+    (``score_batch``, HiPRAG Sec. 5.3's batch average), a stand-in ``score`` function item by item. Should the
+    batch call fail with an untyped exception, the items are scored one by one, so only the item at fault gets an
+    error."""
     from scoring import scorer
 
     if score is scorer.score:
-        return list(
-            scorer.score_batch(
-                method,
-                [
-                    scorer.BatchItem(item["response"], list(item["golden_answers"]), item.get("judgements"))
-                    for item in items
-                ],
-                params=dict(params),
-            )
-        )
-    results: list[Any] = []
-    for item in items:
         try:
-            results.append(
-                score(
+            return list(
+                scorer.score_batch(
                     method,
-                    item["response"],
-                    list(item["golden_answers"]),
+                    [
+                        scorer.BatchItem(
+                            item["response"], list(item["golden_answers"]), item.get("judgements")
+                        )
+                        for item in items
+                    ],
                     params=dict(params),
-                    judgements=item.get("judgements"),
                 )
             )
-        except ValueError as exc:  # ScoringInputError (names its field) and MissingVerdict
-            results.append(exc)
-    return results
+        except Exception:
+            logger.exception(
+                "scoring a batch of %d (%s) failed; scoring its items one by one", len(items), method
+            )
+    return [_score_one(score, method, params, item) for item in items]
 
 
-def _result(scored: Any) -> dict[str, Any]:
-    if isinstance(
-        scored, ValueError
-    ):  # ScoringInputError (names its field) and MissingVerdict are ValueErrors
+def _result(scored: Any, index: int, *, params_refuse: bool = True) -> dict[str, Any]:
+    """One item's result; an error names the item (its index in the request) and the field. An error in the shared
+    ``params`` refuses the request (``params_refuse``) or, in a job already checked, is that item's error."""
+    if isinstance(scored, ValueError | ItemFailed):
+        # ScoringInputError (names its field) and MissingVerdict are ValueErrors
         field = getattr(scored, "field", None)
         message = getattr(scored, "message", str(scored))
-        if field is not None and str(field).startswith("params"):
+        if params_refuse and field is not None and str(field).startswith("params"):
             raise ScoringParamsError(str(field), message) from scored
-        return {"error": {"field": field, "message": message}}
+        return {"error": {"item": index, "field": field, "message": message}}
     trajectory, reward = scored.trajectory, scored.reward
-    return {
+    values = {
         "total": float(reward.total),
         "components": {k: float(v) for k, v in reward.components.items()},
         "step_rewards": [float(r) for r in reward.step_rewards],
+    }
+    if not all(
+        math.isfinite(v) for v in (values["total"], *values["components"].values(), *values["step_rewards"])
+    ):  # never stored nor sent as Infinity / NaN (invalid JSON)
+        return {"error": {"item": index, "field": "response", "message": "the reward is not a finite number"}}
+    return {
+        **values,
         "parsed": {
             "format": trajectory.format,
             "format_ok": trajectory.valid,
@@ -109,21 +141,29 @@ def _result(scored: Any) -> dict[str, Any]:
 
 
 def trajectories_score(
-    *, method: str, params: Mapping[str, Any], trajectories: Sequence[Mapping[str, Any]]
+    *,
+    method: str,
+    params: Mapping[str, Any],
+    trajectories: Sequence[Mapping[str, Any]],
+    params_refuse: bool = True,
 ) -> list[dict[str, Any]]:
     """Score each trajectory with ``scoring.scorer.score``.
 
-    A trajectory the scorer rejects (a judgement missing or malformed, a verdict count that does not match its
-    steps) gets an ``error`` naming the field instead of failing the batch; invalid shared ``params`` raise
-    :class:`ScoringParamsError`.
+    A trajectory the scorer rejects (a judgement missing or malformed, a number out of range, a verdict count that
+    does not match its steps) gets an ``error`` naming its index (``item``) and the field instead of failing the
+    batch; invalid shared ``params`` raise :class:`ScoringParamsError` unless ``params_refuse`` is false (a job,
+    whose params were checked before it was queued: then they are each item's error).
     """
-    return [_result(r) for r in _score_each(scorer_function(), method, params, trajectories)]
+    return [
+        _result(r, i, params_refuse=params_refuse)
+        for i, r in enumerate(_score_each(scorer_function(), method, params, trajectories))
+    ]
 
 
 def score_params_check(*, method: str, params: Mapping[str, Any], trajectory: Mapping[str, Any]) -> None:
     """Score one trajectory to surface invalid ``params`` before a job is queued (they are shared by the batch)."""
     for result in _score_each(scorer_function(), method, params, [trajectory]):
-        _result(result)
+        _result(result, 0)
 
 
 @transaction.atomic
@@ -156,7 +196,9 @@ def score_job_run(*, job_id: int) -> ScoreJob:
         return job
     unexpected: Exception | None = None
     try:
-        job.results = trajectories_score(method=job.method, params=job.params, trajectories=job.trajectories)
+        job.results = trajectories_score(
+            method=job.method, params=job.params, trajectories=job.trajectories, params_refuse=False
+        )
         job.status = ScoreJob.Status.FINISHED
     except (ScoringUnavailable, ScoringParamsError) as exc:
         job.status, job.error = ScoreJob.Status.FAILED, str(exc)

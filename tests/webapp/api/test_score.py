@@ -64,7 +64,7 @@ def test_it_reports_a_trajectory_the_scorer_rejects_without_failing_the_batch(ap
     response = api_client.post("/api/v1/score", body, format="json")
     assert response.status_code == 200
     first, second = response.json()["results"]
-    assert first["error"] == {"field": "judgements.sufficiency", "message": "is required"}
+    assert first["error"] == {"item": 0, "field": "judgements.sufficiency", "message": "is required"}
     assert second["total"] == 1.5
 
 
@@ -238,5 +238,75 @@ def test_a_verdict_count_that_does_not_match_the_steps_is_reported_with_its_fiel
     assert response.status_code == 200, response.content
     first, second, third = response.json()["results"]
     assert first["error"]["field"] == "judgements.step_flags[0]"  # 1 is not a verdict
-    assert second["error"] == {"field": "judgements.step_flags", "message": "2 verdicts for 1 steps"}
-    assert third["error"] == {"field": "judgements.step_flags", "message": "1 verdicts for 0 steps"}
+    assert second["error"] == {
+        "item": 1,
+        "field": "judgements.step_flags",
+        "message": "2 verdicts for 1 steps",
+    }
+    assert third["error"] == {
+        "item": 2,
+        "field": "judgements.step_flags",
+        "message": "1 verdicts for 0 steps",
+    }
+
+
+def _real_job_body(n: int) -> dict:
+    item = {"response": "<think>t</think><answer>Paris</answer>", "golden_answers": ["Paris"]}
+    judged = {"sufficiency": True, "thinking": 0.5}
+    trajectories = [{**item, "judgements": judged} for _ in range(n)]
+    return {"method": "tiresrag", "params": {"step": 10, "total_steps": 100}, "trajectories": trajectories}
+
+
+def test_a_job_with_one_bad_item_scores_the_rest_and_names_the_item_and_field(
+    api_client, settings, django_capture_on_commit_callbacks
+):
+    settings.SCORE_SYNC_MAX = 32
+    body = _real_job_body(40)
+    body["trajectories"][17] = {
+        **body["trajectories"][17],
+        "judgements": {"sufficiency": True, "thinking": 10**400},
+    }
+    with django_capture_on_commit_callbacks(execute=False):
+        response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 202, response.content
+    job = services.score_job_run(job_id=ScoreJob.objects.get().pk)
+    assert job.status == ScoreJob.Status.FINISHED
+    errors = [r["error"] for r in job.results if "error" in r]
+    assert len(job.results) - len(errors) == 39
+    assert errors == [
+        {
+            "item": 17,
+            "field": "judgements.thinking",
+            "message": "must lie in [0.0, 1.0], got an integer of about 401 digits",
+        }
+    ]
+
+
+def test_the_huge_integer_repro_is_a_400_naming_the_parameter(api_client):
+    body = {
+        "method": "search_r1",
+        "params": {"structure_format_score": 10**400},
+        "trajectories": [{"response": "<answer>a</answer>", "golden_answers": ["a"]}],
+    }
+    response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "params.structure_format_score": ["must lie in [0.0, 1.0], got an integer of about 401 digits"]
+    }
+
+
+def test_an_untyped_exception_is_that_items_error_only(api_client, monkeypatch, settings):
+    def buggy_score(method, text, golds, *, params=None, judgements=None):
+        if "Lyon" in text:
+            raise OverflowError("int too large to convert to float")
+        return fake_score(method, text, golds, params=params, judgements=judgements)
+
+    monkeypatch.setattr(services, "scorer_function", lambda: buggy_score)
+    body = _body(3)
+    body["trajectories"][1] = {**body["trajectories"][1], "response": "<answer>Lyon</answer>"}
+    response = api_client.post("/api/v1/score", body, format="json")
+    assert response.status_code == 200
+    first, second, third = response.json()["results"]
+    assert (first["total"], third["total"]) == (1.5, 1.5)
+    assert second["error"]["item"] == 1
+    assert "OverflowError" in second["error"]["message"]
