@@ -18,6 +18,13 @@ writes a step's file whole, in a background thread; a line without its newline y
 Metric names: veRL's own keys are kept as ``verl/<key>``, and the ones searchlab plots get searchlab's names
 (:data:`METRIC_NAMES`); each step's dump also gives ``rollout/score_mean``, ``format_ok_rate``, ``searches/mean``
 and ``accuracy`` (cover EM of the parsed answer).
+
+A dump that holds messages: a row with a ``messages`` key (a list of OpenAI-style messages, or that list as JSON
+text), as a reward function writes it into ``reward_extra_info`` from veRL's tool agent loop (whose assistant
+messages carry ``tool_calls`` and whose ``tool`` messages the results), or with ``messages`` in its ``searchlab``
+detail, is sent as a chat trajectory (``scoring.formats.chat``: each search call a search step, its result the
+retrieved context) instead of the decoded ``output`` text; its question is the first user message when the row has
+no ``question``.
 """
 
 from __future__ import annotations
@@ -71,10 +78,40 @@ def _detail(row: Mapping[str, Any]) -> dict[str, Any]:
     return dict(raw) if isinstance(raw, Mapping) else {}
 
 
+def _messages(row: Mapping[str, Any], detail: Mapping[str, Any]) -> Any:
+    """The row's chat messages (a list, or a list as JSON text), or None when it holds none."""
+    value = row.get("messages", detail.get("messages"))
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value  # kept: parsed as chat, it is stored with the reason it is not JSON
+    return value
+
+
+def _chat_json(messages: Any) -> str:
+    """The text a chat sample is sent as: the canonical message list, or what the row held when it is not one."""
+    from scoring.formats.chat import chat_text
+
+    if isinstance(messages, list):
+        return chat_text(messages)
+    return messages if isinstance(messages, str) else json.dumps(messages)
+
+
 def sample_row(row: Mapping[str, Any], *, question_key: str = "question") -> dict[str, Any]:
     """A veRL dump row as a searchlab sample row (trainer.callbacks.sample_row's fields that ingest reads)."""
+    from scoring.formats.chat import FORMAT_NAME, QUESTION_KEY, parse_chat_messages
+
     detail = _detail(row)
     score = row.get("score")
+    messages = _messages(row, detail)
+    chat: dict[str, Any] = {}
+    if messages is not None:
+        text = _chat_json(messages)
+        question = (
+            parse_chat_messages(messages).extras.get(QUESTION_KEY) if isinstance(messages, list) else None
+        )
+        chat = {"format": FORMAT_NAME, "text": text, "question": row.get(question_key) or question or ""}
     return {
         "step": row.get("step") if isinstance(row.get("step"), int) else None,
         "prompt": row.get("input"),
@@ -86,6 +123,7 @@ def sample_row(row: Mapping[str, Any], *, question_key: str = "question") -> dic
         "components": detail.get("components") or {},
         "step_rewards": detail.get("step_rewards") or None,
         "steps": detail.get("steps") or [],
+        **chat,
     }
 
 
@@ -93,14 +131,19 @@ def dump_metrics(
     step: int, rows: Sequence[Mapping[str, Any]], method: str, now: float
 ) -> list[dict[str, Any]]:
     """Per-step behaviour metrics computed from the step's dumped samples."""
-    from scoring.formats import parse
+    from scoring.formats import CHAT_FORMAT, parse
     from scoring.metrics import cover_exact_match
     from scoring.scorer import METHODS
 
     if not rows:
         return []
     scores = [float(r["score"]) for r in rows if isinstance(r.get("score"), int | float)]
-    parsed = [parse(METHODS[method].format, str(r.get("output") or "")) for r in rows]
+    parsed = [
+        parse(CHAT_FORMAT, _chat_json(m))
+        if (m := _messages(r, _detail(r))) is not None
+        else parse(METHODS[method].format, str(r.get("output") or ""))
+        for r in rows
+    ]
     values = {
         "format_ok_rate": sum(t.valid for t in parsed) / len(parsed),
         "searches/mean": statistics.fmean(t.n_searches for t in parsed),

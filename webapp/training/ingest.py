@@ -25,6 +25,7 @@ from trainer.report_client import is_noise, log_tail, metric_rows
 from webapp.runs.models import MetricPoint, Run
 from webapp.training import reporting
 from webapp.training.ingest_rows import Refusal, RowError, check_metric, check_sample, sample_key_of
+from webapp.trajectories.chat import sample_format
 from webapp.trajectories.services import TrajectoryInput, VerdictInput, trajectory_bulk_create
 
 logger = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ def checked_samples(
         key = sample_key_of(sample)
         row = sample.get("row") if isinstance(sample, Mapping) else None
         parsed = (
-            formats.parse(method, row["text"])
+            formats.parse(sample_format(row, method), row["text"])  # "format": "chat": messages as JSON
             if isinstance(row, Mapping) and isinstance(row.get("text"), str)
             else None
         )
@@ -402,7 +403,7 @@ def sample_input(
     text = row.get("text")
     if not isinstance(text, str):
         return None
-    parsed = parsed if parsed is not None else formats.parse(method, text)
+    parsed = parsed if parsed is not None else formats.parse(sample_format(row, method), text)
     known_steps = {step.index for step in parsed.steps}
     verdicts = []
     for step in row.get("steps") or ():

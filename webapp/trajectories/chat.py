@@ -91,3 +91,9 @@ def steps_with_tool_calls(trajectory: Trajectory) -> list[Step]:
     for step in steps:
         step.tool_call = calls.get(step.index)  # type: ignore[attr-defined]
     return steps
+
+
+def sample_format(row: Mapping[str, Any], method: str) -> str:
+    """The format a reported sample's text is parsed in: ``chat`` when the row says so (its text is the message
+    list as JSON, as ``trainer.verl_follower`` sends a veRL dump that holds messages), else the run method's own."""
+    return FORMAT_NAME if row.get("format") == FORMAT_NAME else method
