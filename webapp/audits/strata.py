@@ -370,5 +370,7 @@ def drift_svg(drift: Drift) -> str:
                 f'stroke="#d62728"/><line x1="{px - 4:.1f}" x2="{px + 4:.1f}" y1="{y(point.rate.high):.1f}" '
                 f'y2="{y(point.rate.high):.1f}" stroke="#d62728"/>'
             )
-    parts.append("</svg>")
+    parts.append(
+        f'<text x="{WIDTH - RIGHT + 12}" y="{HEIGHT - 18}" font-size="11" fill="#666">training step →</text></svg>'
+    )
     return "".join(parts)
