@@ -130,6 +130,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "webapp.common.limits.RequestLimitsMiddleware",  # body size and JSON depth on /api/ and /retrieve, as JSON
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -231,6 +232,16 @@ STORAGES = {
 UPLOAD_DIR = env_path("UPLOAD_DIR", VAR_DIR / "uploads")
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 20 * 1024 * 1024, minimum=1024)
+# webapp.common.limits: a JSON body nested deeper than this is a 400 on these path prefixes (and in DRF's parser).
+REQUEST_JSON_MAX_DEPTH = env_int("REQUEST_JSON_MAX_DEPTH", 64, minimum=8, maximum=10_000)
+REQUEST_LIMIT_PATHS = ("/api/", "/retrieve")
+# An uploaded file (Imports page) is refused above this size; an experiment bundle may unpack to at most
+# UPLOAD_MAX_UNPACKED_BYTES (and UPLOAD_MAX_UNPACKED_FILES members). Uploads older than UPLOAD_RETENTION_DAYS whose
+# job has ended are deleted (a Celery beat task, hourly); a failed import's files are deleted at once.
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 2 * 1024**3, minimum=1024)
+UPLOAD_MAX_UNPACKED_BYTES = env_int("UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1024)
+UPLOAD_MAX_UNPACKED_FILES = env_int("UPLOAD_MAX_UNPACKED_FILES", 100_000, minimum=1)
+UPLOAD_RETENTION_DAYS = env_int("UPLOAD_RETENTION_DAYS", 7, minimum=0)
 
 # --- Imports and scoring -----------------------------------------------------------------------------------------
 
@@ -251,6 +262,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "webapp.common.pagination.PageNumberPagination",
     "PAGE_SIZE": API_PAGE_SIZE,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # DRF's parsers, with JSON's depth and digit limits answered as 400 (webapp.common.limits)
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.common.limits.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_RENDERER_CLASSES": [
         "webapp.common.renderers.OrjsonRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
