@@ -121,6 +121,9 @@ def score_metrics(scores: list[SampleScore]) -> dict[str, float]:
 
 
 VALIDATION_PREFIX = "val/"
+# searchlab's metrics as the trackers receive them beside TRL's own keys: the prefix keeps ``reward/mean`` apart from
+# TRL's ``reward`` (MLflow's file store keeps a metric as a file, so ``reward`` and ``reward/…`` cannot both exist).
+PUBLISHED_PREFIX = "searchlab/"
 
 
 def validation_metrics(report: EvaluationReport) -> dict[str, float]:
@@ -142,6 +145,18 @@ def validation_metrics(report: EvaluationReport) -> dict[str, float]:
         for key, value in values.items()
         if isinstance(value, int | float) and math.isfinite(value)
     }
+
+
+def path_clashes(keys: Iterable[str]) -> list[str]:
+    """The keys under another key's path (``reward/unscorable`` beside ``reward``): MLflow's file store keeps each
+    metric as a file, so a key cannot also be a folder. TRL logs both of those; the one under the path is left to
+    searchlab's copy (``searchlab/reward/unscorable``)."""
+    names = set(keys)
+    return sorted(
+        key
+        for key in names
+        if any("/".join(key.split("/")[:i]) in names for i in range(1, key.count("/") + 1))
+    )
 
 
 def trl_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
@@ -244,7 +259,8 @@ class MetricsCallback(TrainerCallback):
 
     ``pending`` holds metrics measured since the last log by other callbacks (:class:`ValidationCallback`); they
     are written with the next log's. With ``publish`` (trackers on), searchlab's metrics are also added to TRL's
-    ``logs``, so the report_to callbacks after this one send the run page's curves to the trackers."""
+    ``logs`` as ``searchlab/<key>``, so the report_to callbacks after this one send the run page's curves to the
+    trackers."""
 
     def __init__(
         self,
@@ -287,7 +303,9 @@ class MetricsCallback(TrainerCallback):
         metrics = {**trl_metrics(logs), **score_metrics(self.ledger.drain_since_log()), **self.pending}
         self.pending.clear()
         if self.publish:
-            logs.update({key: value for key, value in metrics.items() if key not in logs})
+            logs.update({PUBLISHED_PREFIX + key: value for key, value in metrics.items()})
+            for key in path_clashes(logs):
+                del logs[key]
         _append(
             self.metrics_path,
             (
