@@ -18,6 +18,11 @@ class ReportRowOutput(serializers.Serializer):
     dataset = serializers.CharField()
     n_trajectories = serializers.IntegerField()
     cem = serializers.FloatField(allow_null=True, help_text="cover exact match (HiPRAG §4.1)")
+    acc = serializers.FloatField(
+        allow_null=True,
+        help_text="FlashRAG's acc (Sub_ExactMatch), the accuracy Search-R1, TIRESRAG-R1 and AutoSearch report; "
+        "null in a report stored before it was measured",
+    )
     em = serializers.FloatField(allow_null=True)
     f1 = serializers.FloatField(allow_null=True)
     osr = serializers.FloatField(allow_null=True, help_text="over-search rate, HiPRAG Eq. 2 (over steps)")

@@ -25,6 +25,7 @@ from scoring.paired_bootstrap import (
 )
 from scoring.paired_bootstrap import METRICS as PAPER_METRICS
 from scoring.paired_bootstrap import question_ratios as paired_question_ratios
+from webapp.evaluation.reporting import stored_acc
 from webapp.runs.models import MetricPoint, Run
 from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
 from webapp.trajectories.selectors import trajectory_get
@@ -36,7 +37,8 @@ BUCKETS = {
     "both_wrong": "both wrong",
     "unpaired": "in one run only",
 }
-METRICS = {"em": "exact_match", "cem": "cover_exact_match"}
+# What "right" means on the page: a stored column, or FlashRAG's acc computed from the stored answer and golds.
+METRICS = {"em": "exact_match", "cem": "cover_exact_match", "acc": "final_answer"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +120,9 @@ def _latest_by_question(run_id: int, metric: str) -> dict[str, tuple[dict[str, A
     for row in rows:  # ascending ids: a later trajectory of the same question replaces an earlier one
         side = Side(
             trajectory_id=row["id"],
-            correct=row[METRICS[metric]],
+            correct=stored_acc(row["final_answer"], row["golden_answers"])
+            if metric == "acc"
+            else row[METRICS[metric]],
             answer=row["final_answer"],
             n_searches=row["n_searches"],
             n_steps=row["n_steps"],
@@ -260,6 +264,8 @@ def question_ratios(*, run_id: int) -> dict[str, dict[str, Ratio]]:
             "f1",
             "format_ok",
             "n_searches",
+            "final_answer",
+            "golden_answers",
             "over_true",
             "over_false",
             "under_true",
@@ -277,6 +283,7 @@ def question_ratios(*, run_id: int) -> dict[str, dict[str, Ratio]]:
             n_searches=int(row["n_searches"] or 0),
             over_search=[True] * row["over_true"] + [False] * row["over_false"],
             under_search=[True] * row["under_true"] + [False] * row["under_false"],
+            acc=stored_acc(row["final_answer"], row["golden_answers"]),
         )
     return found
 

@@ -191,7 +191,9 @@ class CompareForm(forms.Form):
     a = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"), label="Run A (baseline)")
     b = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"), label="Run B")
     metric = forms.ChoiceField(
-        choices=(("em", "exact match"), ("cem", "cover exact match")), required=False, initial="em"
+        choices=(("em", "exact match"), ("cem", "cover exact match"), ("acc", "acc (FlashRAG)")),
+        required=False,
+        initial="em",
     )
     bucket = forms.CharField(required=False)
     q = forms.CharField(required=False)

@@ -173,6 +173,7 @@ def _many_runs(form: CompareForm, metric: str) -> dict[str, object]:
 
 DIFFERENCE_TITLES = {
     "cem": "ΔCEM",
+    "acc": "Δacc (FlashRAG)",
     "em": "ΔEM",
     "f1": "ΔF1",
     "average_searches": "Δ#Search",

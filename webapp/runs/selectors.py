@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from django.db.models import Count, F, QuerySet, Window
+from django.db.models.functions import RowNumber
+
+from scoring.aggregates import MICRO
 from webapp.runs.models import MetricPoint, Run
+from webapp.runs.sparkline import sparkline_points
 
 
 def run_list() -> QuerySet[Run]:
@@ -38,3 +44,116 @@ def metric_latest(*, run_id: int) -> dict[str, tuple[int, float]]:
     ):
         latest[key] = (step, value)
     return latest
+
+
+# The runs list's headline numbers: trainer.callbacks' keys (a training run's latest logged step).
+HEADLINE_KEYS = {
+    "reward": "reward/mean",
+    "accuracy": "accuracy",  # HiPRAG's CEM of the step's rollouts
+    "searches": "searches/mean",  # HiPRAG Eq. 3
+    "osr": "osr",  # HiPRAG Eq. 2
+}
+# An evaluation run has no metric points: its report's pooled row gives the same numbers (scoring.aggregates).
+REPORT_KEYS = {"accuracy": "cem", "searches": "average_searches", "osr": "osr"}
+TREND_POINTS = 40  # the newest points of each key that the trend line draws
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """One headline number of a run: its latest value (and step), and the trend of its newest points."""
+
+    value: float | None
+    step: int | None = None
+    trend: tuple[float, ...] = ()
+
+    @property
+    def sparkline(self) -> str:
+        return sparkline_points(self.trend)
+
+
+def run_headlines(*, run_ids: Sequence[int]) -> dict[int, dict[str, Headline]]:
+    """Per run, :data:`HEADLINE_KEYS`' latest values with their newest :data:`TREND_POINTS` points, in one query
+    over the metric points (a window over each run's key, newest first), and one over the evaluation runs'
+    pooled report rows. A run with neither has no entry."""
+    from webapp.evaluation.models import EvaluationReport
+
+    by_key = {key: name for name, key in HEADLINE_KEYS.items()}
+    series: dict[int, dict[str, list[tuple[int, float]]]] = {}
+    points = (
+        MetricPoint.objects.filter(run_id__in=run_ids, key__in=list(by_key))
+        .annotate(recent=Window(RowNumber(), partition_by=[F("run_id"), F("key")], order_by=F("step").desc()))
+        .filter(recent__lte=TREND_POINTS)
+        .values_list("run_id", "key", "step", "value")
+    )
+    for run_id, key, step, value in points:
+        series.setdefault(run_id, {}).setdefault(by_key[key], []).append((step, value))
+    found: dict[int, dict[str, Headline]] = {}
+    for run_id, named in series.items():
+        found[run_id] = {}
+        for name, pairs in named.items():
+            pairs.sort()
+            found[run_id][name] = Headline(
+                value=pairs[-1][1], step=pairs[-1][0], trend=tuple(v for _, v in pairs)
+            )
+    reports = EvaluationReport.objects.filter(run_id__in=run_ids, dataset=MICRO).values_list("run_id", "row")
+    for run_id, row in reports:
+        if run_id not in found:
+            found[run_id] = {name: Headline(value=row.get(key)) for name, key in REPORT_KEYS.items()}
+    return found
+
+
+HEADLINE_COLUMNS = (
+    ("reward", "reward", "the method's mean reward at the latest logged step"),
+    (
+        "accuracy",
+        "accuracy",
+        "CEM (HiPRAG's cover exact match) of the latest step's rollouts; eval runs: pooled CEM",
+    ),
+    ("searches", "#Search", "searches per trajectory (HiPRAG Eq. 3)"),
+    ("osr", "OSR", "over-search rate over judged search steps (HiPRAG Eq. 2)"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HeadlineCell:
+    text: str
+    points: str  # an SVG polyline's points; "" draws no trend
+    title: str
+
+
+def _headline_text(name: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    if name in ("accuracy", "osr"):
+        return f"{100 * value:.1f}%"
+    return f"{value:.2f}" if name == "searches" else f"{value:.3f}"
+
+
+def headline_cells(headlines: dict[str, Headline]) -> list[HeadlineCell]:
+    """A run's :data:`HEADLINE_COLUMNS` as the runs list prints them: rates in percent, with the trend line."""
+    cells = []
+    for name, _, help_text in HEADLINE_COLUMNS:
+        headline = headlines.get(name)
+        if headline is None:
+            cells.append(HeadlineCell("—", "", help_text))
+            continue
+        where = f" · step {headline.step}" if headline.step is not None else ""
+        trend = f" · trend of the last {len(headline.trend)} logged steps" if len(headline.trend) > 1 else ""
+        cells.append(
+            HeadlineCell(_headline_text(name, headline.value), headline.sparkline, help_text + where + trend)
+        )
+    return cells
+
+
+SPREAD_KEY = "groups/spread_rate"  # trainer.rewards.group_metrics: share of GRPO groups whose rewards differ
+
+
+def steps_without_spread(*, run_id: int) -> list[int]:
+    """The training steps at which no GRPO group had reward spread (``groups/spread_rate`` = 0): every group's
+    rewards were equal, so every advantage was 0 (GRPO's group-normalised advantage, DeepSeekMath Eq. 3), and the
+    step's loss and gradient norm are 0: nothing was learnt from it."""
+    return list(
+        MetricPoint.objects.filter(run_id=run_id, key=SPREAD_KEY, value=0.0)
+        .order_by("step")
+        .values_list("step", flat=True)
+    )

@@ -14,7 +14,11 @@ from webapp.trajectories.selectors import trajectory_list
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "runs/home.html", {"runs": selectors.run_list()[:100]})
+    runs = list(selectors.run_list()[:100])
+    headlines = selectors.run_headlines(run_ids=[run.pk for run in runs])
+    rows = [(run, selectors.headline_cells(headlines.get(run.pk, {}))) for run in runs]
+    context = {"rows": rows, "headline_columns": selectors.HEADLINE_COLUMNS}
+    return render(request, "runs/home.html", context)
 
 
 def _run_or_404(run_id: int) -> Run:
@@ -43,6 +47,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "metrics": sorted(selectors.metric_latest(run_id=run.pk).items()),
         "trajectories": trajectory_list(run_id=run.pk)[:20],
         "overlay_runs": overlay_candidates(run=run),
+        "flat_steps": selectors.steps_without_spread(run_id=run.pk),
     }
     return render(request, "runs/run_detail.html", context)
 
