@@ -65,6 +65,8 @@ def settings_rows(audit: Audit, frozen_id: int | None) -> Iterator[dict[str, Any
         "seed": audit.seed,
         "sample_size": audit.sample_size,
         "stratification": audit.stratification,
+        "oversample": audit.oversample,
+        "strata_judges": audit.strata_judges,
         "annotators_per_item": audit.annotators_per_item,
         "blind": audit.blind,
         "source_run_ids": sorted(run.pk for run in audit.source_runs.all()),
@@ -95,6 +97,8 @@ def item_rows(audit: Audit) -> Iterator[dict[str, Any]]:
             "run_id": trajectory.run_id,
             "dataset_id": trajectory.dataset_id,
             "exact_match": trajectory.exact_match,
+            "stratum": item.stratum,
+            "weight": item.weight,  # Horvitz–Thompson: 1 / the probability that the trajectory was sampled
             "assignees": sorted(user.get_username() for user in item.assignees.all()),
         }
 
@@ -260,7 +264,17 @@ def as_csv(audit: Audit, table: str) -> str:
 def _empty_columns(table: str) -> list[str]:
     # The header of an empty table still names its columns (e.g. an audit with no adjudication yet).
     return {
-        "items": ["position", "item_id", "trajectory_id", "run_id", "dataset_id", "exact_match", "assignees"],
+        "items": [
+            "position",
+            "item_id",
+            "trajectory_id",
+            "run_id",
+            "dataset_id",
+            "exact_match",
+            "stratum",
+            "weight",
+            "assignees",
+        ],
         "labels": [
             "position",
             "trajectory_id",
