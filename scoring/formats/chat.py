@@ -74,15 +74,17 @@ class _Malformed(Exception):
 
 def chat_text(messages: Iterable[Any]) -> str:
     """The canonical text of a message list: a JSON array with one message per line (non-ASCII kept as is)."""
-    return "[\n" + ",\n".join(json.dumps(m, ensure_ascii=False) for m in messages) + "\n]"
+    return _serialised(list(messages))[0]
 
 
-def _offsets(messages: list[Any]) -> list[int]:
+def _serialised(messages: list[Any]) -> tuple[str, list[int]]:
+    """:func:`chat_text` and the character offset of each message in it."""
+    parts = [json.dumps(m, ensure_ascii=False) for m in messages]
     offsets, at = [], 2  # after "[\n"
-    for message in messages:
+    for part in parts:
         offsets.append(at)
-        at += len(json.dumps(message, ensure_ascii=False)) + 2  # ",\n"
-    return offsets
+        at += len(part) + 2  # ",\n"
+    return "[\n" + ",\n".join(parts) + "\n]", offsets
 
 
 def _content(value: Any, where: str, index: int) -> str:
@@ -240,10 +242,10 @@ def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_
             messages, "messages", f"expected a list of messages, got {type(messages).__name__}"
         )
     try:
-        text = chat_text(messages)
+        text, offsets = _serialised(messages)
     except (TypeError, ValueError) as exc:  # not JSON-serialisable (a Python object in a message)
         return _malformed_trajectory(None, "messages", f"not JSON-serialisable: {exc}")
-    state = _State(frozenset(search_tools), _offsets(messages))
+    state = _State(frozenset(search_tools), offsets)
     steps: list[Step | _Call] = []  # a call's step is made at the end, once its tool message is known
     answers: list[str] = []
     extras: dict[str, str] = {}
