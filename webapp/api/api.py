@@ -27,7 +27,23 @@ class ScoreApi(APIView):
     class Input(serializers.Serializer):
         @extend_schema_serializer(component_name="ScoreTrajectory")
         class TrajectoryInput(serializers.Serializer):
-            response = serializers.CharField(allow_blank=True, trim_whitespace=False)
+            response = serializers.CharField(
+                allow_blank=True,
+                trim_whitespace=False,
+                required=False,
+                help_text="the response text (tag formats)",
+            )
+            messages = serializers.ListField(
+                child=serializers.JSONField(),
+                required=False,
+                help_text="instead of response: a chat trajectory, OpenAI-style messages with tool calls "
+                "(docs/chat_trajectories.md); search_r1, hiprag and tiresrag score it, the others refuse it",
+            )
+            search_tools = serializers.ListField(
+                child=serializers.CharField(),
+                required=False,
+                help_text="chat: the tool names that are search",
+            )
             golden_answers = serializers.ListField(
                 child=serializers.CharField(allow_blank=True), allow_empty=False
             )
@@ -58,7 +74,18 @@ class ScoreApi(APIView):
             return value
 
         def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+            chats = {"messages" in item for item in data["trajectories"]}
+            if any(("messages" in item) == ("response" in item) for item in data["trajectories"]):
+                raise serializers.ValidationError(
+                    {"trajectories": "each trajectory needs either response or messages, not both"}
+                )
+            if len(chats) > 1:  # one batch, one kind (HiPRAG's batch average is over the request)
+                raise serializers.ValidationError(
+                    {"trajectories": "a request holds responses or chat messages, not both"}
+                )
             for item in data["trajectories"]:
+                if "messages" in item:
+                    continue
                 if item.get("format", data["method"]) != data["method"]:
                     raise serializers.ValidationError(
                         {

@@ -86,6 +86,10 @@ def _score_each(
     error."""
     from scoring import scorer
 
+    if score is scorer.score and items and "messages" in items[0]:  # chat trajectories (the API checks: all)
+        from webapp.trajectories.chat import chat_score_batch
+
+        return chat_score_batch(method, params, items)
     if score is scorer.score:
         try:
             return list(

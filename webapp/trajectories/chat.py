@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scoring.chat_scoring import score_chat
+from scoring.chat_scoring import score_chat, score_chat_batch
 from scoring.errors import ScoringInputError
 from scoring.formats.chat import (
     DEFAULT_SEARCH_TOOLS,
@@ -97,3 +97,20 @@ def sample_format(row: Mapping[str, Any], method: str) -> str:
     """The format a reported sample's text is parsed in: ``chat`` when the row says so (its text is the message
     list as JSON, as ``trainer.verl_follower`` sends a veRL dump that holds messages), else the run method's own."""
     return FORMAT_NAME if row.get("format") == FORMAT_NAME else method
+
+
+def chat_score_batch(method: str, params: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """``POST /api/v1/score`` items holding ``messages`` (and optional ``search_tools``): parsed as chat trajectories
+    and scored as one batch (:func:`scoring.chat_scoring.score_chat_batch`); each result a ``Scored`` or the typed
+    error naming its field (``method`` for a method that does not apply, ``messages[i]…`` for a malformed log)."""
+    batch = [
+        (
+            parse_chat_messages(
+                item["messages"], search_tools=item.get("search_tools") or DEFAULT_SEARCH_TOOLS
+            ),
+            list(item["golden_answers"]),
+            item.get("judgements"),
+        )
+        for item in items
+    ]
+    return list(score_chat_batch(method, batch, params=dict(params)))

@@ -184,3 +184,35 @@ def test_audits_and_step_reward_exports_work_unchanged_on_chat_trajectories(
     response = api_client.get(f"/api/v1/runs/{run.pk}/step-rewards.csv", HTTP_ACCEPT="text/csv")
     table = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert [(r["kind"], r["reward"]) for r in table[:2]] == [("search", "0.25"), ("non_search", "0.5")]
+
+
+def test_the_score_api_scores_chat_messages_and_refuses_what_does_not_apply(api_client):
+    item = {"messages": messages(), "golden_answers": ["Paris"], "judgements": {"step_flags": [False, False]}}
+    response = api_client.post("/api/v1/score", {"method": "hiprag", "trajectories": [item]}, format="json")
+    assert response.status_code == 200, response.content
+    (result,) = response.json()["results"]
+    # HiPRAG Eq. 1 with A = F = 1 and both steps optimal: 1 + λp = 1.4
+    assert result["total"] == pytest.approx(1.4)
+    assert result["parsed"] | {"format_error": None} == {
+        "format": "chat",
+        "format_ok": True,
+        "format_error": None,
+        "answer": "Paris",
+        "n_steps": 2,
+        "n_searches": 1,
+    }
+    refused = api_client.post("/api/v1/score", {"method": "search_p1", "trajectories": [item]}, format="json")
+    (error,) = refused.json()["results"]
+    assert error["error"]["field"] == "method" and "does not apply to chat" in error["error"]["message"]
+    malformed = {**item, "messages": [{"role": "robot"}]}
+    body = api_client.post(
+        "/api/v1/score", {"method": "search_r1", "trajectories": [malformed]}, format="json"
+    )
+    assert body.json()["results"][0]["error"]["field"] == "messages[0].role"
+    mixed = [item, {"response": "<answer>Paris</answer>", "golden_answers": ["Paris"]}]
+    assert (
+        api_client.post(
+            "/api/v1/score", {"method": "hiprag", "trajectories": mixed}, format="json"
+        ).status_code
+        == 400
+    )
