@@ -27,7 +27,8 @@ def form_name(path: str) -> str:
 
 def config_form_field(path: str, *, root: type[Any] | None = None, **overrides: Any) -> forms.Field:
     """A Django field for the config field at ``path`` of ``root`` (default RunConfig): int, float, bool or str;
-    with ``choices`` (values, or (value, label) pairs) a choice."""
+    with ``choices`` (values, or (value, label) pairs; default: the field's metadata) a choice; a list of strings
+    with choices, a multiple choice (check boxes)."""
     f, annotation = config_field(path, root)
     options: dict[str, Any] = {
         "initial": field_default(f),
@@ -36,10 +37,15 @@ def config_form_field(path: str, *, root: type[Any] | None = None, **overrides: 
     }
     if f.metadata.get("label"):
         options["label"] = f.metadata["label"]
-    choices = overrides.pop("choices", None)
+    choices = overrides.pop("choices", f.metadata.get("choices"))
     options.update(overrides)
     field: forms.Field
-    if choices is not None:
+    if typing.get_origin(annotation) is list and choices is not None:  # names, each from a fixed set
+        options["required"] = overrides.get("required", False)
+        options.setdefault("widget", forms.CheckboxSelectMultiple)
+        pairs = [c if isinstance(c, tuple) else (c, c) for c in choices]
+        field = forms.MultipleChoiceField(choices=pairs, **options)
+    elif choices is not None:
         pairs = [c if isinstance(c, tuple) else (c, c) for c in choices]
         field = forms.ChoiceField(choices=pairs, **options)
     elif annotation is bool:

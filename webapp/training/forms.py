@@ -60,6 +60,9 @@ TRAINING_PATHS = tuple(
     )
 )
 PPO_PATHS = ("ppo.critic_learning_rate", "ppo.gamma", "ppo.lam", "ppo.vf_coef")
+# Validation during training (off unless asked: each validation is a greedy rollout per held-out question) and the
+# experiment trackers (none unless ticked).
+VALIDATION_PATHS = ("validation.every_steps", "validation.questions", "trackers")
 # Where the new-run form starts other than the trainer: a 135M policy on a CPU (the trainer's defaults are papers').
 FORM_DEFAULTS: dict[str, dict[str, object]] = {
     "training.learning_rate": {
@@ -73,10 +76,13 @@ FORM_DEFAULTS: dict[str, dict[str, object]] = {
     "training.seed": {"min_value": 0},
     "rollout.max_rollout_tokens": {"initial": DEMO_ROLLOUT_TOKENS, "min_value": 0},
     **{path: {"label": f"{path.rsplit('.', 1)[-1].replace('_', ' ')} (PPO)"} for path in PPO_PATHS},
+    "validation.every_steps": {"required": False, "min_value": 0},
+    "validation.questions": {"required": False, "min_value": 1},
 }
 BUDGET_NAMES = tuple(form_name(p) for p in BUDGETS)
 TRAINING_NAMES = tuple(form_name(p) for p in TRAINING_PATHS)
 PPO_NAMES = tuple(form_name(p) for p in PPO_PATHS)
+VALIDATION_NAMES = tuple(form_name(p) for p in VALIDATION_PATHS)
 # A ConfigError's field that no config-derived form field shows → the form field that does.
 ERROR_FIELDS = {
     "data.path": "dataset",
@@ -88,7 +94,7 @@ ERROR_FIELDS = {
 # Every budget is optional on the form: left empty, the trainer's default applies.
 _ConfigFields = config_form_class(
     "_ConfigFields",
-    (*TRAINING_PATHS, *BUDGETS, *PPO_PATHS),
+    (*TRAINING_PATHS, *BUDGETS, *PPO_PATHS, *VALIDATION_PATHS),
     {**FORM_DEFAULTS, **{p: {"required": False, **FORM_DEFAULTS.get(p, {})} for p in BUDGETS}},
 )
 
@@ -178,6 +184,7 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
         ("Optimisation (TRL)", (*TRAINING_NAMES, "lora", "trainable_layers")),
         ("PPO critic", PPO_NAMES),
         ("Samples", ("sample_every", "samples_per_log")),
+        ("Validation and trackers", VALIDATION_NAMES),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
