@@ -361,6 +361,7 @@ INDEX_HEARTBEAT_TIMEOUT_SECONDS = env_int("INDEX_HEARTBEAT_TIMEOUT_SECONDS", 900
 CELERY_BEAT_SCHEDULE = {
     "check-crashed-runs": {"task": "webapp.training.tasks.check_crashed_runs_task", "schedule": 60.0},
     "check-crashed-indexes": {"task": "webapp.corpora.tasks.check_crashed_indexes_task", "schedule": 60.0},
+    "clean-old-uploads": {"task": "webapp.imports.tasks.uploads_clean_task", "schedule": 3600.0},
 }
 
 # --- Evaluation runs ---------------------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ the training ingest — and ``/retrieve``):
 * a JSON body nested deeper than ``REQUEST_JSON_MAX_DEPTH`` (default 64) is answered
   ``400 {"detail": ..., "limit": "REQUEST_JSON_MAX_DEPTH", "max_depth": N}`` before any parser recurses into it.
 
+On every path, a file upload (multipart) declaring more than ``UPLOAD_MAX_BYTES`` is answered 413 naming the cap
+(as JSON on the API paths) before Django stores any of it.
+
 :class:`JSONParser` is DRF's JSON parser for the whole API (``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``): a body
 the middleware did not see (another path) that is nested too deep, or a number with more digits than Python
 converts, is a 400 parse error, never a ``RecursionError`` 500.
@@ -73,6 +76,13 @@ def _too_large(limit: int, size: int | None) -> JsonResponse:
     )
 
 
+def _upload_too_large(limit: int, size: int, *, api: bool) -> HttpResponse:
+    detail = f"the upload of {size:,} bytes is over the limit of {limit:,} bytes (UPLOAD_MAX_BYTES)"
+    if api:
+        return JsonResponse({"detail": detail, "limit": "UPLOAD_MAX_BYTES", "max_bytes": limit}, status=413)
+    return HttpResponse(f"{detail}.\n", status=413, content_type="text/plain; charset=utf-8")
+
+
 def _too_deep(limit: int) -> JsonResponse:
     return JsonResponse(
         {
@@ -95,16 +105,22 @@ class RequestLimitsMiddleware:
         return refused if refused is not None else self.get_response(request)
 
     def _check(self, request: HttpRequest) -> HttpResponse | None:
-        paths = tuple(getattr(settings, "REQUEST_LIMIT_PATHS", DEFAULT_PATHS))
-        if request.method in ("GET", "HEAD", "OPTIONS") or not request.path.startswith(paths):
+        if request.method in ("GET", "HEAD", "OPTIONS"):
             return None
-        if request.content_type == "multipart/form-data":
-            return None  # file uploads: Django streams them to disk, and their own caps apply
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         try:
             size = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             size = 0
+        api = request.path.startswith(tuple(getattr(settings, "REQUEST_LIMIT_PATHS", DEFAULT_PATHS)))
+        if request.content_type == "multipart/form-data":
+            # file uploads (any path): refused by their declared size before Django streams them to disk
+            upload_limit = int(getattr(settings, "UPLOAD_MAX_BYTES", 0)) or None
+            if upload_limit is not None and size > upload_limit:
+                return _upload_too_large(upload_limit, size, api=api)
+            return None
+        if not api:
+            return None
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         if limit is not None and size > limit:
             return _too_large(limit, size)
         try:

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -68,6 +69,7 @@ class Bundle:
 
     root: Path
     label: str
+    unpacked_now: bool = False  # this import unpacked it (so a failed import removes it again)
 
     def where(self, name: str) -> str:
         return f"{self.label}:{self.root.name}/{name}"
@@ -96,34 +98,75 @@ class Bundle:
         return [row for _, row in iter_jsonl(path, name=self.where(name))]
 
 
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def _check_unpacked_size(archive: tarfile.TarFile, label: str) -> None:
+    """Refuse, before writing anything, a bundle that would unpack beyond ``UPLOAD_MAX_UNPACKED_BYTES`` or
+    ``UPLOAD_MAX_UNPACKED_FILES`` (a member's size is its header's: extraction writes exactly that many bytes)."""
+    max_bytes, max_files = settings.UPLOAD_MAX_UNPACKED_BYTES, settings.UPLOAD_MAX_UNPACKED_FILES
+    total = 0
+    for files, member in enumerate(archive, start=1):
+        total += member.size if member.isfile() else 0
+        if total > max_bytes:
+            raise DataImportError(
+                file=label,
+                line=None,
+                field=None,
+                message=f"unpacks to more than {max_bytes:,} bytes (UPLOAD_MAX_UNPACKED_BYTES); refused",
+            )
+        if files > max_files:
+            raise DataImportError(
+                file=label,
+                line=None,
+                field=None,
+                message=f"holds more than {max_files:,} members (UPLOAD_MAX_UNPACKED_FILES); refused",
+            )
+
+
 def unpack(path: Path, label: str = "") -> Bundle:
     """The bundle unpacked once under ``VAR_DIR/experiments/imports/<its sha256>`` (the same bundle twice is
-    unpacked once); members that would land outside it, links and devices are refused (tarfile's "data" filter)."""
+    unpacked once); members that would land outside it, links and devices are refused (tarfile's "data" filter),
+    and so is a bundle that would unpack beyond ``UPLOAD_MAX_UNPACKED_BYTES`` / ``UPLOAD_MAX_UNPACKED_FILES``.
+    Nothing of an unpacking that failed is left on disk."""
+    shown = label or str(path)
     if not path.is_file():
-        raise DataImportError(file=label or str(path), line=None, field=None, message="no such file")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    target = experiments_dir() / "imports" / digest
-    if not target.is_dir():
+        raise DataImportError(file=shown, line=None, field=None, message="no such file")
+    target = experiments_dir() / "imports" / _digest(path)
+    fresh = not target.is_dir()
+    if fresh:
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)  # what an interrupted unpacking left
         partial.mkdir(parents=True)
         try:
             with tarfile.open(path, "r:*") as archive:
+                _check_unpacked_size(archive, shown)
                 archive.extractall(partial, filter="data")
         except (tarfile.TarError, OSError, EOFError) as exc:
+            shutil.rmtree(partial, ignore_errors=True)
             raise DataImportError(
-                file=label or str(path), line=None, field=None, message=f"not a readable .tar.gz: {exc}"
+                file=shown, line=None, field=None, message=f"not a readable .tar.gz: {exc}"
             ) from None
+        except DataImportError:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
         partial.rename(target)
     tops = [child for child in target.iterdir() if child.is_dir()]
     if len(tops) != 1:
+        if fresh:
+            shutil.rmtree(target, ignore_errors=True)
         raise DataImportError(
-            file=label or str(path),
+            file=shown,
             line=None,
             field=None,
             message=f"expected one top folder (bench/experiment_gpu.py's --out), found {len(tops)}",
         )
-    return Bundle(root=tops[0], label=label or path.name)
+    return Bundle(root=tops[0], label=label or path.name, unpacked_now=fresh)
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
@@ -358,6 +401,22 @@ def experiment_import(
     errors and in the experiment's name (an upload's own file name), by default its file name."""
     path = Path(path)
     bundle = unpack(path, label)
+    try:
+        return _import_bundle(bundle, path, index_folder, name, user, label)
+    except BaseException:
+        if bundle.unpacked_now:  # a failed import leaves no files behind (its rows were rolled back)
+            shutil.rmtree(bundle.root.parent, ignore_errors=True)
+        raise
+
+
+def _import_bundle(
+    bundle: Bundle,
+    path: Path,
+    index_folder: str | Path,
+    name: str,
+    user: AbstractBaseUser | None,
+    label: str,
+) -> Experiment:
     described = bundle.json("experiment.json")
     index = index_for_folder(index_folder)
     _check_index(bundle, index)

@@ -6,6 +6,7 @@ from django import forms
 
 from webapp.corpora.models import Index
 from webapp.imports.models import ImportJob
+from webapp.imports.services import UploadTooLarge, upload_size_check
 from webapp.runs.models import Run
 
 
@@ -24,6 +25,14 @@ class ImportForm(forms.Form):
         required=False,
         help_text="experiment: an index of the corpus it ran on (its checksum is checked)",
     )
+
+    def clean_file(self) -> Any:
+        upload = self.cleaned_data.get("file")
+        try:
+            upload_size_check(getattr(upload, "size", None))
+        except UploadTooLarge as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return upload
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -1,9 +1,14 @@
-"""Writes on import jobs: store an upload, enqueue its import on commit, run it in a worker."""
+"""Writes on import jobs: store an upload, enqueue its import on commit, run it in a worker, clean old uploads.
+
+An upload is refused over ``UPLOAD_MAX_BYTES``, stored under ``UPLOAD_DIR`` by its base name cut to 200
+characters; a failed import's file is deleted at once, and :func:`uploads_clean` (hourly, Celery beat) deletes the
+files of ended jobs older than ``UPLOAD_RETENTION_DAYS`` (a corpus's own file stays: its index is built from it)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.utils import timezone
 
 from webapp.common.importing import DataImportError
 from webapp.corpora.services import corpus_import
@@ -18,14 +24,88 @@ from webapp.datasets.services import dataset_import
 from webapp.imports.models import ImportJob
 from webapp.trajectories.services import trajectory_import
 
+# Characters of an upload's own name kept in its stored file's name (a file system allows 255 in all).
+MAX_STORED_NAME = 200
+
+
+class UploadTooLarge(ValueError):
+    """An upload over ``UPLOAD_MAX_BYTES``: refused before it is stored."""
+
+
+def upload_size_check(size: int | None) -> None:
+    limit = settings.UPLOAD_MAX_BYTES
+    if size is not None and size > limit:
+        raise UploadTooLarge(
+            f"the file is {size:,} bytes, over the limit of {limit:,} bytes (UPLOAD_MAX_BYTES)"
+        )
+
+
+def stored_name(name: str | None) -> str:
+    """The base name of an upload (no folders), cut to ``MAX_STORED_NAME`` characters keeping its extensions
+    (``.tar.gz``, ``.jsonl``), so that the stored file's name always fits the file system's limit.
+
+    >>> stored_name("../../etc/" + "x" * 300 + ".tar.gz")[-12:], len(stored_name("x" * 300 + ".tar.gz"))
+    ('xxxxx.tar.gz', 200)
+    """
+    base = Path((name or "upload").replace("\\", "/")).name or "upload"
+    if len(base) <= MAX_STORED_NAME:
+        return base
+    suffix = "".join(Path(base).suffixes[-2:])
+    suffix = suffix if len(suffix) <= 20 else ""
+    return base[: MAX_STORED_NAME - len(suffix)] + suffix
+
 
 def _store_upload(upload: UploadedFile) -> Path:
+    upload_size_check(upload.size)
     settings.UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
-    target = settings.UPLOAD_DIR / f"{uuid.uuid4().hex}-{Path(upload.name or 'upload').name}"
-    with open(target, "wb") as handle:
-        for chunk in upload.chunks():
-            handle.write(chunk)
+    target = settings.UPLOAD_DIR / f"{uuid.uuid4().hex}-{stored_name(upload.name)}"
+    try:
+        with open(target, "wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
     return target
+
+
+def _remove_upload(path: str) -> None:
+    """Delete a stored upload, if it lies in ``UPLOAD_DIR`` (a job's path is never trusted to point elsewhere)."""
+    if not path:
+        return
+    file = Path(path)
+    if file.resolve().parent == Path(settings.UPLOAD_DIR).resolve():
+        file.unlink(missing_ok=True)
+
+
+def uploads_clean(*, now: datetime | None = None) -> int:
+    """Delete stored uploads older than ``UPLOAD_RETENTION_DAYS``: those of ended jobs and those no job names.
+
+    A corpus's upload stays as long as the corpus names it (its index is built from that file), and so does the
+    file of a job still pending or running. Returns the number of files deleted.
+    """
+    from webapp.corpora.models import Corpus
+
+    folder = Path(settings.UPLOAD_DIR)
+    if not folder.is_dir():
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=settings.UPLOAD_RETENTION_DAYS)
+    active = ImportJob.objects.filter(status__in=(ImportJob.Status.PENDING, ImportJob.Status.RUNNING))
+    keep = {
+        str(Path(p).resolve())
+        for p in [
+            *active.values_list("path", flat=True),
+            *Corpus.objects.exclude(source_path="").values_list("source_path", flat=True),
+        ]
+    }
+    removed = 0
+    for file in folder.iterdir():
+        if not file.is_file() or str(file.resolve()) in keep:
+            continue
+        if datetime.fromtimestamp(file.stat().st_mtime, tz=UTC) < cutoff:
+            file.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 @transaction.atomic
@@ -44,7 +124,7 @@ def import_job_create(
         kind=kind,
         name=name,
         path=str(path),
-        original_filename=upload.name or "",
+        original_filename=(upload.name or "")[-300:],
         options=options or {},
         created_by=created_by,
     )
@@ -114,6 +194,8 @@ def import_job_run(*, job_id: int) -> ImportJob:
     except Exception as exc:  # a bug or a lost database: the job must not stay "running" forever
         job.status, job.error = ImportJob.Status.FAILED, f"internal error: {type(exc).__name__}: {exc}"
         unexpected = exc
+    if job.status == ImportJob.Status.FAILED:
+        _remove_upload(job.path)  # nothing of the import was kept, so neither is its file
     job.seconds = time.perf_counter() - started
     job.save(update_fields=["status", "error", "record_count", "seconds"])
     if unexpected is not None:
