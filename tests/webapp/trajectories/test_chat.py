@@ -154,7 +154,7 @@ def test_the_page_shows_the_tool_call_its_query_and_its_result(client, researche
 
 
 def test_audits_and_step_reward_exports_work_unchanged_on_chat_trajectories(
-    tmp_path, researcher, annotator, api_client
+    tmp_path, annotator_client, researcher, annotator, api_client
 ):
     run = RunFactory()
     lines = [line(step=1, step_rewards=[0.25, 0.5], verdicts=VERDICTS) for _ in range(3)]
@@ -164,6 +164,9 @@ def test_audits_and_step_reward_exports_work_unchanged_on_chat_trajectories(
         search, answer = item.trajectory.steps.order_by("index")
         label_save(item=item, annotator=annotator, step_id=search.pk, label="necessary")
         label_save(item=item, annotator=annotator, step_id=answer.pk, label="correct")
+    # the annotator's workspace shows a chat trajectory's steps as any other's (blind: no verdicts)
+    page = annotator_client.get(f"/audits/queue/items/{audit.items.first().pk}/").content.decode()
+    assert "capital of France" in page and "over_search" not in page
     report = audit_report(audit=audit)
     over = next(s for s in report.sections if s.detector.name == "over_search")
     under = next(s for s in report.sections if s.detector.name == "under_search")
