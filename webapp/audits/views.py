@@ -98,12 +98,17 @@ def frozen_report(request: HttpRequest, report_id: int) -> HttpResponse:
         frozen = selectors.frozen_report_get(report_id=report_id)
     except FrozenReport.DoesNotExist:
         raise Http404(f"No frozen audit report {report_id}") from None
+    is_latest = selectors.frozen_report_latest(audit=frozen.audit) == frozen
+    # Strata, weights and drift are computed from the items and labels, which cannot change while the audit stays
+    # closed: shown under its latest frozen report only.
+    closed = frozen.audit.status == Audit.Status.CLOSED
     context = {
         "frozen": frozen,
         "audit": frozen.audit,
         "data": frozen.report,
-        "is_latest": selectors.frozen_report_latest(audit=frozen.audit) == frozen,
+        "is_latest": is_latest,
         "tables": export.TABLES,
+        "strata": strata.strata_report(audit=frozen.audit) if is_latest and closed else None,
     }
     return render(request, "audits/report_frozen.html", context)
 

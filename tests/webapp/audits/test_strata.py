@@ -9,7 +9,7 @@ from django.urls import reverse
 from tests.webapp.factories import JudgeVerdictFactory, RunFactory, StepFactory, TrajectoryFactory
 from webapp.audits import sampling, strata
 from webapp.audits.models import Audit
-from webapp.audits.services import audit_create, label_save
+from webapp.audits.services import audit_create, audit_transition, label_save
 from webapp.trajectories.models import Step, Trajectory
 
 pytestmark = pytest.mark.django_db
@@ -157,3 +157,11 @@ def test_it_creates_an_oversampled_audit_from_the_form(researcher_client, annota
     audit = Audit.objects.get(name="flagged 5x")
     assert audit.oversample == 5
     assert audit.items.filter(stratum="flagged").count() == 4  # every flagged trajectory: 4 × 5 ≫ its share
+
+
+def test_it_keeps_the_drift_under_the_latest_frozen_report(step_audit, researcher, researcher_client) -> None:
+    audit_transition(audit=step_audit, action="close", by=researcher)
+    page = researcher_client.get(reverse("audits:report", args=[step_audit.pk]), follow=True)
+    html = page.content.decode()
+    assert 'id="frozen-report"' in html
+    assert "Strata and weights" in html and "drift-chart" in html
