@@ -10,6 +10,7 @@ from webapp.audits.api import (
     AuditStatusApi,
     FrozenReportApi,
 )
+from webapp.audits.correction_api import RunCorrectedRatesApi
 from webapp.runs.api import RunDetailApi, RunListApi, RunMetricsApi
 from webapp.training.api import ExternalRunCreateApi, RunIngestApi, RunIngestTokenApi, RunIngestTokenRevokeApi
 from webapp.trajectories.api import (
@@ -27,6 +28,7 @@ urlpatterns = [
     path("runs/external/", ExternalRunCreateApi.as_view(), name="run-external"),
     path("runs/<int:run_id>/", RunDetailApi.as_view(), name="run-detail"),
     path("runs/<int:run_id>/metrics/", RunMetricsApi.as_view(), name="run-metrics"),
+    path("runs/<int:run_id>/corrected-rates/", RunCorrectedRatesApi.as_view(), name="run-corrected-rates"),
     path("runs/<int:run_id>/ingest/", RunIngestApi.as_view(), name="run-ingest"),
     path("runs/<int:run_id>/ingest-token/", RunIngestTokenApi.as_view(), name="run-ingest-token"),
     path(

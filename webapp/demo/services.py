@@ -21,6 +21,7 @@ from django.db import transaction
 
 from webapp.accounts.models import Role
 from webapp.accounts.services import token_get_or_create, user_create
+from webapp.audits.demo_labels import demo_judge_load, demo_labels_load
 from webapp.audits.services import audit_create
 from webapp.corpora.services import corpus_import
 from webapp.datasets.models import Dataset
@@ -35,7 +36,12 @@ DEMO_DATASETS = (
     "demo_single",
 )  # demo/questions.jsonl's data sources, named by the trajectories
 # Demo people and their passwords: printed by `manage.py demo`, for a local machine only.
-DEMO_USERS = (("ada", Role.ADMIN), ("rey", Role.RESEARCHER), ("ann", Role.ANNOTATOR))
+DEMO_USERS = (
+    ("ada", Role.ADMIN),
+    ("rey", Role.RESEARCHER),
+    ("ann", Role.ANNOTATOR),
+    ("bea", Role.ANNOTATOR),  # the audit's second annotator (demo/audit_labels.jsonl)
+)
 
 
 @dataclass(frozen=True)
@@ -80,18 +86,23 @@ def demo_seed(*, demo_dir: Path = DEMO_DIR) -> DemoSeed:
         # Each line names its method and carries the team's step verdicts: the import scores it with scoring/.
         trajectory_import(path=demo_dir / f"trajectories_{name}.jsonl", run_id=run.pk)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
-    audit_create(
+    # A judge's replies (team-written, HiPRAG's judge format) beside the team's verdicts: a judge version to audit.
+    demo_judge_load(run_id=hiprag.pk, path=demo_dir / "verdicts_hiprag_scripted.jsonl")
+    audit = audit_create(
         name="Over-/under-search audit (demo)",
         run_ids=[hiprag.pk],
         # Stratified by dataset, so the audit holds both multi-hop (search) and single-hop (non-search) steps.
         sample_size=8,
         seed=0,
         stratification="dataset",
-        annotators=[users["ann"]],
+        annotators=[users["ann"], users["bea"]],
+        annotators_per_item=2,
         created_by=users["rey"],
         guidelines="For each search step: was the search necessary? For each non-search step: is it "
         "correct, or should the agent have searched?",
     )
+    # Two annotators' labels (ann leaves two trajectories to label) and one adjudicated disagreement.
+    demo_labels_load(audit=audit, path=demo_dir / "audit_labels.jsonl", users=users)
     return DemoSeed(created=True, token=token)
 
 

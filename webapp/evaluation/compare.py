@@ -27,6 +27,7 @@ from scoring.paired_bootstrap import METRICS as PAPER_METRICS
 from scoring.paired_bootstrap import question_ratios as paired_question_ratios
 from webapp.evaluation.reporting import stored_acc
 from webapp.runs.models import MetricPoint, Run
+from webapp.trajectories.judge_versions import primary_verdicts_q
 from webapp.trajectories.models import JudgeVerdict, Step, Trajectory
 from webapp.trajectories.selectors import trajectory_get
 
@@ -89,6 +90,7 @@ def _key(question_id: int | None, text: str) -> str:
 
 def _latest_by_question(run_id: int, metric: str) -> dict[str, tuple[dict[str, Any], Side]]:
     flagged = Q(verdicts__outcome=JudgeVerdict.Outcome.TRUE, verdicts__step__isnull=False)
+    flagged &= primary_verdicts_q(run_id, "verdicts__")  # the run's judge version only
     rows = (
         Trajectory.objects.filter(run_id=run_id)
         .annotate(
@@ -187,6 +189,7 @@ def run_summary(*, run_id: int, sides: Sequence[Side]) -> RunSummary:
     counts = {
         (row["detector"], row["outcome"]): row["n"]
         for row in JudgeVerdict.objects.filter(
+            primary_verdicts_q(run_id),  # the run's judge version only
             trajectory__run_id=run_id,
             step__isnull=False,
             detector__in=(JudgeVerdict.Detector.OVER_SEARCH, JudgeVerdict.Detector.UNDER_SEARCH),
@@ -240,7 +243,7 @@ def trajectory_pair(*, question: ComparedQuestion) -> TrajectoryPair:
 def question_ratios(*, run_id: int) -> dict[str, dict[str, Ratio]]:
     """Each question's contribution to the papers' metrics (scoring.paired_bootstrap.question_ratios), from the
     run's latest trajectory of the question; OSR/USR from its step verdicts (errors are in neither count)."""
-    step = Q(verdicts__step__isnull=False)
+    step = Q(verdicts__step__isnull=False) & primary_verdicts_q(run_id, "verdicts__")
     over = step & Q(verdicts__detector=JudgeVerdict.Detector.OVER_SEARCH)
     under = step & Q(verdicts__detector=JudgeVerdict.Detector.UNDER_SEARCH)
     true, false = (

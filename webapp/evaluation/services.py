@@ -261,6 +261,7 @@ def evaluation_report_ensure(*, run_id: int) -> bool:
     read as "no").
     """
     from scoring.verdicts import Verdict
+    from webapp.trajectories.judge_versions import primary_verdicts_q
     from webapp.trajectories.models import JudgeVerdict, Trajectory
 
     if EvaluationReport.objects.filter(run_id=run_id).exists():
@@ -285,6 +286,7 @@ def evaluation_report_ensure(*, run_id: int) -> bool:
     flags: dict[tuple[int, str], list[Verdict]] = {}
     verdicts = (
         JudgeVerdict.objects.filter(trajectory__run_id=run_id, detector__in=("over_search", "under_search"))
+        .filter(primary_verdicts_q(run_id))  # one judge version's verdicts, never two mixed
         .order_by("trajectory_id", "step__index")
         .values_list("trajectory_id", "detector", "outcome")
     )

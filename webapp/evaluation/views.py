@@ -8,6 +8,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from webapp.audits import correction
 from webapp.evaluation import compare as compare_selectors
 from webapp.evaluation import selectors, services
 from webapp.evaluation.forms import CompareForm, EvaluationForm
@@ -43,6 +44,7 @@ def report_context(run: Run) -> dict[str, object]:
         "report_columns": COLUMNS,
         "report_rows": report_table(selectors.evaluation_report_rows(run_id=run.pk)),
         "report_stats": selectors.evaluation_stats_get(run_id=run.pk),
+        "corrections": correction.run_corrections(run_id=run.pk),  # judge-corrected OSR/USR per version
     }
 
 
@@ -109,6 +111,9 @@ def _comparison(request: HttpRequest, form: CompareForm) -> dict[str, object]:
         "summary_b": compare_selectors.run_summary(
             run_id=run_b.pk, sides=[q.b for q in questions if q.b is not None]
         ),
+        "corrections_a": correction.run_corrections(run_id=run_a.pk),
+        "corrections_b": correction.run_corrections(run_id=run_b.pk),
+        "corrected_differences": correction.corrected_differences(baseline_run_id=run_a.pk, run_id=run_b.pk),
         "page": page,
         "chosen": chosen,
         "pair": compare_selectors.trajectory_pair(question=chosen) if chosen else None,

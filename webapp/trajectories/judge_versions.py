@@ -183,3 +183,27 @@ class VersionResolver:
             spec = judge_spec(method=method, judge_model=judge_model, settings=settings)
             self._versions[key] = judge_version_get_or_create(spec).pk
         return self._versions[key]
+
+
+def run_primary_version_id(run_id: int) -> int | None:
+    """The judge version a run's OSR/USR are read from: the version of its first stored over-/under-search verdict
+    (the judge the run was made with). Later versions (a re-judge, a second judge's replies) are stored beside it
+    and reported apart, never mixed into one rate. None: the run has no versioned verdict."""
+    from webapp.trajectories.models import JudgeVerdict
+
+    return (
+        JudgeVerdict.objects.filter(
+            trajectory__run_id=run_id, detector__in=("over_search", "under_search"), version__isnull=False
+        )
+        .order_by("pk")
+        .values_list("version_id", flat=True)
+        .first()
+    )
+
+
+def primary_verdicts_q(run_id: int, prefix: str = "") -> Any:
+    """A Q keeping only the run's primary version's verdicts (``prefix`` = "verdicts__" through a relation)."""
+    from django.db.models import Q
+
+    primary = run_primary_version_id(run_id)
+    return Q() if primary is None else Q(**{f"{prefix}version_id": primary})
