@@ -411,6 +411,7 @@ class ReportClient:
         self.rows_rejected = 0  # rows of batches answered 4xx, dead-lettered
         self.rows_invalid = 0  # rows never sent (NaN metric, unserialisable), dead-lettered
         self.rows_poisoned = 0  # rows of batches searchlab kept failing on, dead-lettered
+        self.rows_duplicate = 0  # rows searchlab had stored before (a replay): acknowledged, not stored again
         self.refusal_reasons: dict[str, int] = {}
         self.requests = 0
         self.failed_requests = 0
@@ -444,6 +445,7 @@ class ReportClient:
             "rows_refused": self.rows_refused,
             "rows_rejected": self.rows_rejected,
             "rows_invalid": self.rows_invalid,
+            "rows_duplicate": self.rows_duplicate,
             "rows_dead_lettered": self.rows_dead_lettered,
             "refusal_reasons": dict(self.refusal_reasons),
             "batches_pending": self.pending(),
@@ -478,15 +480,16 @@ class ReportClient:
         ``invalid`` rows (OutputTailer.read) and rows that cannot be written as JSON go to the dead-letter file."""
         invalid = list(batch.get("invalid") or ())
         clean: Batch = {k: v for k, v in batch.items() if k not in ("invalid", "offsets")}
-        samples = []
-        for index, sample in enumerate(clean.get("samples") or ()):
-            try:
-                samples.append(json_safe(sample))
-            except (ValueError, RecursionError) as exc:
-                invalid.append(
-                    {"kind": "samples", "index": index, "field": "row", "reason": str(exc), "row": None}
-                )
-        clean["samples"] = samples
+        for kind in ("metrics", "samples"):
+            rows = []
+            for index, row in enumerate(clean.get(kind) or ()):
+                try:
+                    rows.append(json_safe(row))
+                except (ValueError, RecursionError) as exc:
+                    invalid.append(
+                        {"kind": kind, "index": index, "field": "", "reason": str(exc), "row": None}
+                    )
+            clean[kind] = rows
         if invalid:
             self.rows_invalid += len(invalid)
             self._letter(invalid)
@@ -595,6 +598,10 @@ class ReportClient:
         """A 2xx: the rows searchlab refused to the dead-letter file; its ``stop``."""
         if not isinstance(answer, Mapping):
             return
+        for name in ("metrics_duplicate", "samples_duplicate"):
+            count = answer.get(name)
+            if isinstance(count, int) and not isinstance(count, bool):
+                self.rows_duplicate += count
         if answer.get("stop") and not self.stop_requested:
             logger.info("report client: searchlab asks this run to stop")
             self.stop_requested = True

@@ -97,17 +97,15 @@ def check_metric(row: Any) -> dict[str, Any]:
     for name in ("step", "key", "value", "time"):
         if name not in row:
             raise RowError(name, "is missing")
+    step = bounded_int(row["step"], "step")
+    key = short_text(row["key"], "key", METRIC_KEY_LENGTH)
+    value = finite_number(row["value"], "value")
     when = finite_number(row["time"], "time")
     if not MIN_TIME <= when <= MAX_TIME:
         raise RowError(
             "time", f"must be Unix seconds between {MIN_TIME:.0f} and {MAX_TIME:.0f}, got {when!r}"
         )
-    return {
-        "step": bounded_int(row["step"], "step"),
-        "key": short_text(row["key"], "key", METRIC_KEY_LENGTH),
-        "value": finite_number(row["value"], "value"),
-        "time": when,
-    }
+    return {"step": step, "key": key, "value": value, "time": when}
 
 
 def _optional_number(row: Mapping[str, Any], name: str) -> None:
