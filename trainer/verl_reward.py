@@ -59,9 +59,18 @@ def golds_of(ground_truth: Any) -> list[str]:
     return [str(g) for g in ground_truth] if isinstance(ground_truth, list | tuple) else [str(ground_truth)]
 
 
+def _plain(value: Any) -> Any:
+    """Nested settings as plain dicts and lists (veRL passes ``reward_kwargs`` as OmegaConf containers)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) or type(value).__name__ == "ListConfig":
+        return [_plain(v) for v in value]
+    return value
+
+
 def _settings(extra_info: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     own = extra_info.get("searchlab") if isinstance(extra_info, Mapping) else None
-    merged = {**kwargs, **(own if isinstance(own, Mapping) else {})}
+    merged = _plain({**kwargs, **(own if isinstance(own, Mapping) else {})})
     method = str(merged.get("method") or "search_r1")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -209,16 +218,137 @@ def _detail(
     )
 
 
+def _released_prompt(method: str, question: str) -> str:
+    """The prompt the released code's answer extraction expects in front of the response: Search-R1's
+    ``make_prefix`` (two ``<answer>`` spans: ``<answer> and </answer>``, ``<answer> Beijing </answer>``) or HiPRAG's
+    ``AGENT_PROMPT_V2_SHORT`` in Qwen's chat layout (one span)."""
+    if method == "search_r1":
+        from scoring.formats.searchr1 import make_prefix
+
+        return make_prefix(question)
+    from scoring.judging.hiprag import AGENT_PROMPT_V2_SHORT, qwen_chat
+
+    return qwen_chat(f"{AGENT_PROMPT_V2_SHORT}\nUser Question: {question}")
+
+
+def _prompt_and_response(method: str, text: str, question: str) -> str:
+    """Search-R1's ``extract_solution`` (and HiPRAG's copy) reads prompt+response: it takes the last ``<answer>`` span
+    only when there are at least two, counting the prompt's example answers. veRL hands ``compute_score`` the
+    response alone (as its own ``search_r1_like_qa_em`` expects), so the released prompt goes back in front unless
+    the text already holds it: a bare ``<answer> Paris </answer>`` then scores as the released code scores it on
+    prompt+response (1.0), and a response without an answer gets the prompt's example ("Beijing"), as there."""
+    from scoring.formats.searchr1 import SEARCHR1_INSTRUCTION
+    from scoring.judging.hiprag import AGENT_PROMPT_V2_SHORT
+
+    marker = SEARCHR1_INSTRUCTION if method == "search_r1" else AGENT_PROMPT_V2_SHORT
+    return text if marker in text else _released_prompt(method, question) + text
+
+
 def _reference_score(
-    method: str, text: str, golds: Sequence[str], judgements: Mapping[str, Any], params: Mapping[str, Any]
+    method: str,
+    text: str,
+    golds: Sequence[str],
+    judgements: Mapping[str, Any],
+    params: Mapping[str, Any],
+    question: str,
 ) -> float:
     from scoring.rewards import hiprag as hiprag_rewards
     from scoring.rewards import searchr1
 
     if method == "search_r1":
-        return float(searchr1.searchr1_em_reward_reference(text, golds, **dict(params)))
+        prompted = _prompt_and_response(method, text, question)
+        return float(searchr1.searchr1_em_reward_reference(prompted, golds, **dict(params)))
     flags = [flag == Verdict.TRUE.value for flag in judgements.get("step_flags", [])]
+    if (
+        float(params.get("structure_format_score", 0.2)) == 0
+    ):  # validation: CEM of extract_solution (≥2 spans)
+        text = _prompt_and_response(method, text, question)
     return float(hiprag_rewards.hiprag_reward_reference(text, golds, flags, **dict(params)))
+
+
+# HiPRAG Sec. 5.3's ablations give a trajectory without a step of the evaluated type "the average bonus within the
+# current training batch". How each veRL path gets it:
+BATCH_BONUS_MODES = (
+    "batch",  # compute_score_batch (veRL's legacy ``batch`` manager): the batch is here, score_batch fills it
+    "refuse",  # compute_score per sample (``naive``, the Reward Loop's default): no batch, so a clear error
+    "deferred",  # trainer.verl_reward_loop's manager pair: scored without it, filled where veRL holds the batch
+)
+ABLATIONS = ("over_only", "under_only")
+
+
+class BatchBonusUnavailable(ValueError):
+    """HiPRAG's Sec. 5.3 ablation asked of a per-sample reward function, which never sees the batch."""
+
+
+def _needs_batch(method: str, params: Mapping[str, Any]) -> bool:
+    return method == "hiprag" and params.get("process") in ABLATIONS
+
+
+def _score_alone(
+    method: str, item: BatchItem, params: Mapping[str, Any]
+) -> tuple[Scored | Exception, dict[str, Any] | None]:
+    """One sample scored without its batch (``deferred``): a trajectory that needs the batch's average bonus is
+    scored with none and marked ``pending``; one that earned a bonus of its own reports it (``earned``), so the
+    average can be taken later over the batch (:func:`apply_batch_average`)."""
+    from scoring.errors import BatchAverageRequired, ScoringInputError
+    from scoring.scorer import score
+    from scoring.verdicts import MissingVerdict
+
+    group = json.dumps(params, sort_keys=True)
+    try:
+        scored = score(method, item.text, item.golds, params=params, judgements=item.judgements)
+    except BatchAverageRequired:
+        base = score(
+            method,
+            item.text,
+            item.golds,
+            params={**params, "batch_average_bonus": 0.0},
+            judgements=item.judgements,
+        )
+        return base, {"group": group, "pending": True}
+    except (ScoringInputError, MissingVerdict) as exc:
+        return exc, None
+    components = scored.reward.components
+    if components.get("n_counted", 0.0) > 0:
+        return scored, {"group": group, "earned": components["process_bonus"]}
+    return scored, None
+
+
+def apply_batch_average(scores: Sequence[float], details: Sequence[Any]) -> tuple[list[float], list[Any]]:
+    """HiPRAG Sec. 5.3 over a batch scored sample by sample (``batch_bonus="deferred"``): each ``pending`` sample
+    gets the batch's average bonus added to its score, the mean λp·N_corr/N over the samples of the same settings
+    that earned a bonus of their own (0 when none did) — :func:`scoring.rewards.hiprag.average_earned_bonus`, as
+    :func:`scoring.scorer.score_batch` computes it. ``details`` are the results' ``searchlab`` JSON strings (others
+    pass through); returns the new scores and details, in order."""
+    parsed = [_loads(detail) for detail in details]
+    earned: dict[str, list[float]] = {}
+    for detail in parsed:
+        entry = detail.get("batch_bonus") if detail else None
+        if isinstance(entry, Mapping) and "earned" in entry:
+            earned.setdefault(str(entry["group"]), []).append(float(entry["earned"]))
+    new_scores, new_details = [float(x) for x in scores], list(details)
+    for i, detail in enumerate(parsed):
+        entry = detail.get("batch_bonus") if detail else None
+        if not (isinstance(entry, dict) and entry.get("pending")):
+            continue
+        bonuses = earned.get(str(entry["group"]), [])
+        average = sum(bonuses) / len(bonuses) if bonuses else 0.0
+        new_scores[i] += average
+        entry.update(pending=False, average=average, n_earned=len(bonuses))
+        assert detail is not None
+        detail["components"]["process_bonus"] = average
+        new_details[i] = json.dumps(detail)
+    return new_scores, new_details
+
+
+def _loads(detail: Any) -> dict[str, Any] | None:
+    if not isinstance(detail, str):
+        return None
+    try:
+        value = json.loads(detail)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def compute_score_batch(
@@ -229,9 +359,22 @@ def compute_score_batch(
     **kwargs: Any,
 ) -> list[dict[str, Any]]:
     """veRL's ``batch`` reward manager's signature: one result dict per sample, the batch's judge calls together."""
+    batch_bonus = str(kwargs.pop("batch_bonus", "batch"))
+    if batch_bonus not in BATCH_BONUS_MODES:
+        raise ValueError(f"batch_bonus must be one of {', '.join(BATCH_BONUS_MODES)}, got {batch_bonus!r}")
     extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     judge = _make_judge(kwargs.pop("judge", None))
     settings = [_settings(extra, kwargs) for extra in extras]
+    for setting in settings:
+        params = setting.get("params") or {}
+        if batch_bonus == "refuse" and setting["mode"] == "paper" and _needs_batch(setting["method"], params):
+            raise BatchBonusUnavailable(
+                f"HiPRAG process={params['process']!r} (Sec. 5.3) gives a trajectory without a step of the "
+                "evaluated type the average bonus of the training batch, and a per-sample compute_score never sees "
+                "the batch (veRL's naive manager and its Reward Loop score each sample alone). Use "
+                "trainer.verl_reward_loop's SearchlabRewardManager with SearchlabAgentLoopManager (the Reward "
+                "Loop), or compute_score_batch with reward_manager=batch (docs/scale.md)"
+            )
     from scoring.formats import parse
 
     prepared = []
@@ -248,13 +391,19 @@ def compute_score_batch(
             (setting["method"], json.dumps(setting.get("params") or {}, sort_keys=True)), []
         ).append(i)
     scored: dict[int, Scored | Exception] = {}
+    bonus_entries: dict[int, dict[str, Any]] = {}
     for (method, params_json), indices in by_method.items():
+        params = json.loads(params_json)
         items = [
             BatchItem(solution_strs[i], prepared[i][3] or [""], judged[i]["judgements"]) for i in indices
         ]
-        for i, outcome in zip(
-            indices, score_batch(method, items, params=json.loads(params_json)), strict=True
-        ):
+        if batch_bonus == "deferred" and _needs_batch(method, params):
+            for i, item in zip(indices, items, strict=True):
+                scored[i], entry = _score_alone(method, item, params)
+                if entry is not None:
+                    bonus_entries[i] = entry
+            continue
+        for i, outcome in zip(indices, score_batch(method, items, params=params), strict=True):
             scored[i] = outcome
     for i, setting in enumerate(settings):
         result = scored[i]
@@ -269,19 +418,24 @@ def compute_score_batch(
                     prepared[i][3],
                     judged[i]["judgements"],
                     setting.get("reference_params") or {},
+                    prepared[i][2],
                 )
             except Exception as exc:  # the released code's own failures are part of reference mode
                 total, error = 0.0, f"{type(exc).__name__}: {exc}"
         else:
             total = ok.reward.total if ok is not None else 0.0
-        results.append(
-            {"score": float(total), "searchlab": _detail(method, mode, ok, judged[i]["verdicts"], error)}
-        )
+        detail = _detail(method, mode, ok, judged[i]["verdicts"], error)
+        if mode == "paper" and i in bonus_entries:
+            detail = json.dumps({**json.loads(detail), "batch_bonus": bonus_entries[i]})
+        results.append({"score": float(total), "searchlab": detail})
     return results
 
 
 def compute_score(
     data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
 ) -> dict[str, Any]:
-    """veRL's per-sample reward function (``naive``/``dapo`` managers): :func:`compute_score_batch` of one."""
+    """veRL's per-sample reward function (``naive``/``dapo`` managers, the Reward Loop): :func:`compute_score_batch`
+    of one. HiPRAG's Sec. 5.3 ablations need the batch and are refused here (:class:`BatchBonusUnavailable`) unless
+    trainer.verl_reward_loop's manager asks for ``batch_bonus="deferred"``."""
+    kwargs.setdefault("batch_bonus", "refuse")
     return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **kwargs)[0]

@@ -100,8 +100,18 @@ def dynamic_weight_reference(global_step: float, total_training_steps: float) ->
 def difficulty_weight_reference(
     rho_q: float, *, A: float = 0.4, B: float = 1.5, rho0: float = 0.75, k: float = 10.0
 ) -> float:
-    """``difficulty_weight``: ``A + (B - A) / (1.0 + np.exp(k * (rho_q - rho0)))``."""
-    return A + (B - A) / (1.0 + math.exp(k * (rho_q - rho0)))
+    """``difficulty_weight``: ``A + (B - A) / (1.0 + np.exp(k * (rho_q - rho0)))`` (TIRESRAG-R1 Eq. 4, W(ρ)).
+
+    The source's ``np.exp`` on a float64 overflows to ``inf`` (with a RuntimeWarning) past an exponent of ~709.78,
+    so W → A (0.4) for a large ρ, e.g. a judge's raw sufficiency of 100 (the released parser passes it through);
+    ``math.exp`` raises ``OverflowError`` there instead, so the overflow is mapped to ``inf`` as numpy does.
+    """
+    exponent = k * (rho_q - rho0)
+    try:
+        growth = math.exp(exponent)
+    except OverflowError:  # numpy: exp(x) = inf for x > log(DBL_MAX)
+        growth = math.inf
+    return A + (B - A) / (1.0 + growth)
 
 
 @dataclass(frozen=True, slots=True)
