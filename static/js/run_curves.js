@@ -5,7 +5,7 @@
  * supervisor may have stored only part of its keys), merges the points, and redraws; it stops once the run API
  * reports a final status. Controls: EMA smoothing, x axis (step or seconds since the run's first point), and an
  * overlay run drawn dashed. The reward chart leaves out the reward's step counters (reward/n_*): counts, not
- * terms. data-points on the container counts the points received (the browser test reads it).
+ * terms. Held-out curves (val/*: validation.every_steps) share the chart of their training metric, dotted. data-points on the container counts the points received (the browser test reads it).
  */
 (function () {
   "use strict";
@@ -17,20 +17,23 @@
   ];
   var GROUPS = [
     { id: "reward", title: "Reward: mean ± std, components", match: function (k) { return k === "reward/mean" || (/^reward\/.+\/mean$/.test(k) && !/^reward\/n_/.test(k) && PROCESS.indexOf(k) < 0); } },
-    { id: "search", title: "Over-/under-search rate (OSR, USR)", keys: ["osr", "usr"], unit: true },
-    { id: "depth", title: "Search depth (searches per trajectory)", keys: ["searches/mean"] },
+    { id: "search", title: "Over-/under-search rate (OSR, USR)", keys: ["osr", "usr", "val/osr", "val/usr"], unit: true },
+    { id: "depth", title: "Search depth (searches per trajectory)", keys: ["searches/mean", "val/average_searches"] },
     // Each method's own process signal, beside HiPRAG's OSR/USR: AutoSearch's optimal depth t_c and search
     // efficiency (EM / depth), TIRESRAG-R1's sufficiency and thinking scores, Search-P1's path scores.
     { id: "process", title: "Process metrics (AutoSearch depth t_c and efficiency, TIRESRAG sufficiency and thinking, Search-P1 path)", keys: PROCESS },
     { id: "judge", title: "Judge errors and unscorable completions per step (never counted as “no”)", keys: ["judge_errors", "reward/unscorable"] },
-    { id: "format", title: "Format-correct rate", keys: ["format_ok_rate"], unit: true },
-    { id: "accuracy", title: "Accuracy (CEM), EM, F1", keys: ["accuracy", "em", "f1"], unit: true },
+    { id: "format", title: "Format-correct rate", keys: ["format_ok_rate", "val/format_ok_rate"], unit: true },
+    { id: "accuracy", title: "Accuracy (CEM), EM, F1", keys: ["accuracy", "em", "f1", "val/cem", "val/em", "val/acc"], unit: true },
     { id: "length", title: "Completion length (policy tokens)", keys: ["completion_length"] },
     { id: "kl", title: "KL and entropy", keys: ["kl", "entropy"] },
     { id: "clip", title: "Clip ratio", keys: ["clip_ratio"] },
     { id: "steptime", title: "Step time (s)", keys: ["step_time"] },
     { id: "loss", title: "Loss", keys: ["loss"] },
   ];
+  // Held-out questions evaluated every N steps (validation.every_steps): drawn dotted with a marker per validation,
+  // in the chart of the training metric they mirror (val/cem beside accuracy, val/osr beside osr, …).
+  function heldOut(key) { return key.indexOf("val/") === 0; }  // a series' label starts with its key
   var COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
   var ACTIVE = ["pending", "running"];
   var POLL_MS = 2000;
@@ -131,9 +134,11 @@
       keys.forEach(function (k, keyIndex) {
         if (!r.store.keys[k]) return;
         var color = COLORS[keyIndex % COLORS.length], mean = column(r.store, k);
-        var label = r.label ? k + " (" + r.label + ")" : k;
+        var label = (r.label ? k + " (" + r.label + ")" : k) + (heldOut(k) ? " · held-out" : "");
         data.push(mean);
-        series.push({ label: label, stroke: color, width: runIndex ? 1.5 : 2, dash: runIndex ? [6, 4] : undefined, spanGaps: true });
+        series.push(heldOut(k)
+          ? { label: label, stroke: color, width: 2, dash: [2, 3], points: { show: true, size: 7, fill: color }, spanGaps: true }
+          : { label: label, stroke: color, width: runIndex ? 1.5 : 2, dash: runIndex ? [6, 4] : undefined, spanGaps: true });
         var stdKey = k.replace(/\/mean$/, "/std");
         if (k === "reward/mean" && r.store.keys[stdKey]) {
           var std = column(r.store, stdKey);
@@ -242,7 +247,7 @@
         box.dataset.group = group.id;
         this.grid.appendChild(box);
         var opts = {
-          title: group.title,
+          title: group.title + (built.series.some(function (s) { return heldOut(s.label); }) ? " · dotted: held-out" : ""),
           width: this.width(),
           height: 220,
           // Rates live in [0, 1]: a fixed axis keeps 0.5 → 0.6 from looking like a leap.

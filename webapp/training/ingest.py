@@ -373,9 +373,9 @@ def _end_external(run: Run, *, final: str, error: Any) -> None:
     from webapp.runs.services import run_mark_finished
 
     status = Run.Status.FINISHED if final == "finished" else Run.Status.FAILED
-    if run.stop_requested_at is not None:
-        status = Run.Status.CANCELLED
     text = str(error or "")[:MAX_ERROR_CHARS]
+    if run.stop_requested_at is not None:
+        status, text = Run.Status.CANCELLED, ""  # its exit status is the stop's (SIGINT), not an error
     if reporting.ended_by_quiet(run):
         Run.objects.filter(pk=run.pk).update(status=status, error=text, finished_at=timezone.now())
         return
