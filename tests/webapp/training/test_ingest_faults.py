@@ -355,7 +355,7 @@ def test_stop_on_a_reported_run_ends_it(client, researcher_client, tmp_path):
     assert time.monotonic() - started < 15  # 400 steps would take 20 s
     assert report.stop_requested and exit_code == 128 + signal.SIGINT
     run.refresh_from_db()
-    assert run.status == Run.Status.CANCELLED and run.stop_requested_at is not None
+    assert run.status == Run.Status.CANCELLED and run.stop_requested_at is not None and run.error == ""
     steps = {row.step for row in MetricPoint.objects.filter(run=run)}
     assert 0 < max(steps) < 400
     assert (
