@@ -170,6 +170,19 @@ def score_params_check(*, method: str, params: Mapping[str, Any], trajectory: Ma
         _result(result, 0)
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with each non-finite float (JSON's 1e999, NaN) as the string "Infinity" / "-Infinity" / "NaN": a
+    job's stored request stays valid JSON (PostgreSQL's jsonb refuses them), and the scorer still refuses that item,
+    naming the field. The request's nesting is bounded by webapp.common.limits."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 @transaction.atomic
 def score_job_create(
     *,
@@ -182,8 +195,8 @@ def score_job_create(
 
     job = ScoreJob.objects.create(
         method=method,
-        params=dict(params),
-        trajectories=[dict(t) for t in trajectories],
+        params=_json_safe(dict(params)),
+        trajectories=[_json_safe(dict(t)) for t in trajectories],
         n_trajectories=len(trajectories),
         created_by=created_by,
     )

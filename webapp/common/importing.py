@@ -49,7 +49,11 @@ def iter_jsonl(path: str | Path, *, name: str | None = None) -> Iterator[tuple[i
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError as exc:
+            except RecursionError:
+                raise DataImportError(
+                    file=label, line=number, field=None, message="invalid JSON: nested too deep"
+                ) from None
+            except ValueError as exc:  # JSONDecodeError, or an integer beyond Python's digit limit
                 raise DataImportError(
                     file=label, line=number, field=None, message=f"invalid JSON: {exc}"
                 ) from None
@@ -104,6 +108,8 @@ class RecordReader:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(field, f"expected an integer, got {type(value).__name__}")
+        if not -(2**63) <= value < 2**63:  # what a database integer column holds
+            raise self.error(field, "expected an integer within ±2^63")
         return value
 
     def mapping(self, field: str) -> dict[str, Any]:

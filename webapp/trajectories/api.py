@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -200,17 +201,26 @@ def _in_blocks(lines: Iterator[str], size: int = 1000) -> Iterator[str]:
         yield "".join(block)
 
 
+def _finite(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """A non-finite number (a legacy row's inf or NaN) exported as null / an empty cell, never as ``Infinity``."""
+    for row in rows:
+        if any(isinstance(v, float) and not math.isfinite(v) for v in row):
+            row = tuple(None if isinstance(v, float) and not math.isfinite(v) else v for v in row)
+        yield row
+
+
 def _jsonl(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
     columns = selectors.STEP_REWARD_COLUMNS
     return _in_blocks(
-        json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False) + "\n" for row in rows
+        json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False, allow_nan=False) + "\n"
+        for row in _finite(rows)
     )
 
 
 def _csv(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(selectors.STEP_REWARD_COLUMNS)
-    yield from _in_blocks(writer.writerow(row) for row in rows)
+    yield from _in_blocks(writer.writerow(row) for row in _finite(rows))
 
 
 class StepRewardExportApi(APIView):

@@ -254,9 +254,17 @@ class _Resolver:
             raise reader.error("question_id", f"{external_id!r} is not in dataset {dataset.name!r}") from None
 
 
+# No reward is this large: beyond it a value is a bug, and inf or NaN would break the exports.
+MAX_REWARD_MAGNITUDE = 1e12
+
+
 def _float_or_error(reader: RecordReader, name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise reader.error(name, "expected a number")
+    # exact int/float comparison: 10**400 is refused before float() overflows; inf (1e999 in JSON) and NaN too
+    if not -MAX_REWARD_MAGNITUDE <= value <= MAX_REWARD_MAGNITUDE:
+        shown = "a non-finite number" if isinstance(value, float) else "a number"
+        raise reader.error(name, f"expected a finite number within ±{MAX_REWARD_MAGNITUDE:g}, got {shown}")
     return float(value)
 
 

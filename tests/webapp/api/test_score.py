@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from scoring.formats import parse
@@ -310,3 +312,20 @@ def test_an_untyped_exception_is_that_items_error_only(api_client, monkeypatch, 
     assert (first["total"], third["total"]) == (1.5, 1.5)
     assert second["error"]["item"] == 1
     assert "OverflowError" in second["error"]["message"]
+
+
+def test_a_job_stores_a_non_finite_number_as_valid_json_and_refuses_that_item(
+    api_client, settings, django_capture_on_commit_callbacks
+):
+    settings.SCORE_SYNC_MAX = 1
+    body = _real_job_body(3)
+    body["trajectories"][1]["judgements"] = {"sufficiency": True, "thinking": float("inf")}
+    with django_capture_on_commit_callbacks(execute=False):
+        text = json.dumps(body).replace("Infinity", "1e999")  # a number literal json.loads reads as inf
+        response = api_client.generic("POST", "/api/v1/score", text, content_type="application/json")
+    assert response.status_code == 202, response.content
+    job = ScoreJob.objects.get()
+    assert job.trajectories[1]["judgements"]["thinking"] == "Infinity"
+    job = services.score_job_run(job_id=job.pk)
+    assert [("error" in r) for r in job.results] == [False, True, False]
+    assert job.results[1]["error"]["field"] == "judgements.thinking"
