@@ -59,6 +59,7 @@ class RunCorrectedRatesApi(APIView):
     newest closed audit of that version (else the newest labelled open one, marked provisional). With
     ``?baseline=<run id>``, also the corrected paired differences run − baseline (both by the same audit)."""
 
+    @extend_schema_serializer(component_name="RunCorrectedRates")
     class Output(serializers.Serializer):
         run_id = serializers.IntegerField()
         versions = CorrectionOutput(many=True)
