@@ -307,7 +307,9 @@ def use_trackers(config: RunConfig, args: Any) -> Any:
         raise ConfigError("trackers", str(exc)) from None
     folder = Path(config.output_dir).resolve()  # the web app's runs write to <run folder>/output
     return trackers.trl_arguments(
-        args, config.trackers, run_name=folder.parent.name if folder.name == "output" else folder.name
+        args,
+        config.trackers,
+        run_name=f"run-{folder.parent.name}" if folder.name == "output" else folder.name,
     )
 
 

@@ -64,11 +64,11 @@ def test_a_training_run_writes_trackio_and_mlflow_runs_that_read_back(
     assert set(reward) == {1, 2}
 
     # MLflow's file store under the run's folder: searchlab's reward curve, step for step, and TRL's loss
-    assert mlflow_history(folder, "7", "searchlab/reward/mean") == sorted(reward.items())
-    assert [step for step, _ in mlflow_history(folder, "7", "loss")] == [1, 2]
+    assert mlflow_history(folder, "run-7", "searchlab/reward/mean") == sorted(reward.items())
+    assert [step for step, _ in mlflow_history(folder, "run-7", "loss")] == [1, 2]
 
     # Trackio's database under the run's folder (TRL's callback prefixes its keys with train/)
-    logs = trackio_logs(folder, "7")
+    logs = trackio_logs(folder, "run-7")
     key = "train/searchlab/reward/mean"
     assert {int(row["train/global_step"]): row[key] for row in logs if key in row} == reward
     assert any("train/loss" in row for row in logs)  # TRL's own keys beside searchlab's
