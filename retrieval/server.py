@@ -1,7 +1,8 @@
 """The standalone Search-R1-compatible retrieval server: ``python -m retrieval.server --index PATH``.
 
 Training scripts of Search-R1, HiPRAG and AutoSearch point their ``retriever.url`` at
-``http://127.0.0.1:8000/retrieve``. Standard library only on the HTTP side: a ThreadingHTTPServer, one thread per
+``http://127.0.0.1:8000/retrieve``. Requests are read as Search-R1's FastAPI server reads them and a batch of any
+size is answered (:func:`retrieval.api.handle_retrieve`); a body that is not JSON, or fails validation, gets 422. Standard library only on the HTTP side: a ThreadingHTTPServer, one thread per
 connection, HTTP/1.1 keep-alive, and concurrent requests batched into one encode + search
 (:class:`~retrieval.batching.BatchingSearcher`). ``GET /health`` describes the loaded index.
 """
@@ -85,8 +86,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             payload = json.loads(self.rfile.read(length) or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            self._reply(HTTPStatus.BAD_REQUEST, error_reply(f"the body is not JSON: {error}"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:  # FastAPI's json_invalid: 422
+            self._reply(HTTPStatus.UNPROCESSABLE_ENTITY, error_reply(f"the body is not JSON: {error}"))
             return
         try:
             reply = handle_retrieve(self.server.searcher, payload, default_topk=self.server.default_topk)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from retrieval.api import handle_retrieve, retrieve_status
+from retrieval.api import SEARCH_CHUNK, handle_retrieve, retrieve_status
 from scoring.observations import RetrievedDocument
 
 
@@ -79,22 +79,25 @@ def test_it_answers_no_queries_without_searching() -> None:
         ({"queries": "who is paris"}, "queries"),
         # A non-string query.
         ({"queries": ["ok", 3]}, "queries"),
-        # topk must be positive.
-        ({"queries": ["q"], "topk": 0}, "topk"),
-        # A boolean is not a topk.
-        ({"queries": ["q"], "topk": True}, "topk"),
-        # A string is not a topk.
-        ({"queries": ["q"], "topk": "3"}, "topk"),
+        # topk must not be negative (0 is the default, as in Search-R1's server).
+        ({"queries": ["q"], "topk": -1}, "topk"),
+        # A fractional topk (pydantic: int_from_float).
+        ({"queries": ["q"], "topk": 2.5}, "topk"),
+        # A string that is not an integer.
+        ({"queries": ["q"], "topk": "three"}, "topk"),
         # An absurd topk.
         ({"queries": ["q"], "topk": 10**6}, "topk"),
-        # return_scores must be a boolean.
-        ({"queries": ["q"], "return_scores": "yes"}, "return_scores"),
+        # return_scores must be a boolean (or one of pydantic's spellings of one).
+        ({"queries": ["q"], "return_scores": "maybe"}, "return_scores"),
+        ({"queries": ["q"], "return_scores": None}, "return_scores"),
+        # A lone surrogate is not text.
+        ({"queries": ["ok", "a\ud800b"]}, "queries"),
     ],
 )
 def test_it_names_the_bad_field(payload: Any, field: str | None) -> None:
     searcher = Recording()
     reply = handle_retrieve(searcher, payload)
-    assert reply["status"] == 400 == retrieve_status(reply)
+    assert reply["status"] == 422 == retrieve_status(reply)
     assert reply["field"] == field
     assert (field or "JSON object") in reply["error"]
     assert searcher.calls == []
@@ -111,3 +114,37 @@ def test_it_imports_no_model_library_until_one_is_used() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("payload", "topk", "return_scores"),
+    [
+        # what pydantic's QueryRequest coerces in Search-R1's server, then `if not request.topk: --topk`
+        ({"queries": ["q"], "topk": "3"}, 3, False),
+        ({"queries": ["q"], "topk": " 4 "}, 4, False),
+        ({"queries": ["q"], "topk": "2.0"}, 2, False),
+        ({"queries": ["q"], "topk": 2.0}, 2, False),
+        ({"queries": ["q"], "topk": True}, 1, False),
+        ({"queries": ["q"], "topk": 0}, 5, False),
+        ({"queries": ["q"], "topk": "0"}, 5, False),
+        ({"queries": ["q"], "topk": False}, 5, False),
+        ({"queries": ["q"], "return_scores": "true"}, 5, True),
+        ({"queries": ["q"], "return_scores": "No"}, 5, False),
+        ({"queries": ["q"], "return_scores": 1}, 5, True),
+    ],
+)
+def test_it_reads_a_request_as_search_r1s_server_does(payload: Any, topk: int, return_scores: bool) -> None:
+    searcher = Recording()
+    reply = handle_retrieve(searcher, payload, default_topk=5)
+    assert searcher.calls == [(["q"], topk)]
+    assert retrieve_status(reply) == 200
+    assert ("score" in reply["result"][0][0]) is return_scores
+
+
+def test_it_answers_a_batch_of_any_size_chunk_by_chunk() -> None:
+    searcher = Recording()
+    queries = [f"q{i}" for i in range(2 * SEARCH_CHUNK + 3)]
+    reply = handle_retrieve(searcher, {"queries": queries, "topk": 1})
+    assert [len(call[0]) for call in searcher.calls] == [SEARCH_CHUNK, SEARCH_CHUNK, 3]
+    assert [q for call in searcher.calls for q in call[0]] == queries
+    assert len(reply["result"]) == len(queries)

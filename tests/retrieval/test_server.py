@@ -48,10 +48,12 @@ def test_it_serves_search_r1_json_over_http(server: RetrievalServer) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "status"),
     [
-        # Not JSON.
-        ("/retrieve", b"{nope", 400),
+        # Not JSON (FastAPI, Search-R1's server: 422).
+        ("/retrieve", b"{nope", 422),
         # JSON with a bad field.
-        ("/retrieve", b'{"queries": ["q"], "topk": -1}', 400),
+        ("/retrieve", b'{"queries": ["q"], "topk": -1}', 422),
+        # A lone surrogate: a clear 422, not a 500.
+        ("/retrieve", b'{"queries": ["\\ud800"]}', 422),
         # Another path.
         ("/search", b'{"queries": ["q"]}', 404),
     ],
@@ -132,7 +134,7 @@ def test_it_gives_up_naming_the_url(flaky: ThreadingHTTPServer) -> None:
 
 
 def test_it_does_not_retry_a_refused_request(server: RetrievalServer) -> None:
-    with pytest.raises(RemoteRetrievalError, match=r"was refused: HTTP 400: .*'topk' is 5000"):
+    with pytest.raises(RemoteRetrievalError, match=r"was refused: HTTP 422: .*'topk' is 5000"):
         RemoteSearcher(server.url, retries=3).search(["q"], 5000)
 
 

@@ -2,7 +2,8 @@
 
 Two URLs: ``/retrieve`` (the index named by settings.RETRIEVE_INDEX, else the most recently built ready one) and
 ``/corpora/indexes/<id>/retrieve`` (pinned: a training run should use this, so a new build never changes the
-retriever under it). The standalone ``python -m retrieval.server`` answers the same JSON from the same function.
+retriever under it). The standalone ``python -m retrieval.server`` answers the same JSON from the same function
+(:func:`retrieval.api.handle_retrieve`: Search-R1's lax request reading, any batch size, 422 for a bad request).
 
 Access. Search-R1's, HiPRAG's and AutoSearch's training scripts POST with ``requests.post(url, json=...)`` and no
 credentials, so session login cannot apply; and a search costs real CPU, so the endpoint must not be open to
@@ -100,8 +101,8 @@ def _answer(request: HttpRequest, index: Index | None, missing: str, missing_sta
         return refusal
     try:
         payload = json.loads(request.body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return _reply(error_reply(f"the body is not JSON: {error}"), 400)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:  # FastAPI (Search-R1's server): 422
+        return _reply(error_reply(f"the body is not JSON: {error}"), 422)
     if index is None:
         return _reply(error_reply(missing, status=missing_status), missing_status)
     try:

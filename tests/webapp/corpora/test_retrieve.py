@@ -72,15 +72,16 @@ def test_it_replies_exactly_as_the_standalone_server_does(client, dense_index):
         ("{not json", None, "the body is not JSON"),
         ("[1, 2]", None, "must be a JSON object, got list"),
         ({"queries": "one"}, "queries", "'queries' must be a list of strings"),
-        ({"queries": ["q"], "topk": 0}, "topk", "'topk' must be a positive integer or null"),
+        ({"queries": ["q"], "topk": -2}, "topk", "'topk' is -2: a positive integer, 0 or null"),
         ({"queries": ["q"], "topk": 5000}, "topk", "at most 1000"),
-        ({"queries": ["q"], "return_scores": "yes"}, "return_scores", "'return_scores' must be a boolean"),
+        ({"queries": ["q"], "return_scores": "maybe"}, "return_scores", "'return_scores' must be a boolean"),
+        ({"queries": ["\ud800"]}, "queries", "'queries'[0] holds a lone surrogate (\\ud800)"),
     ],
 )
 def test_it_refuses_a_bad_request_naming_the_field(client, dense_index, body, field, message):
     response = _post(client, "/retrieve", body)
 
-    assert response.status_code == 400
+    assert response.status_code == 422  # as Search-R1's FastAPI server answers
     assert response.json()["field"] == field and message in response.json()["error"]
 
 
@@ -174,3 +175,19 @@ def test_it_answers_the_remote_searcher_a_training_run_uses(live_server, corpus,
         RemoteSearcher(url, retries=0).search(["radio"], 3)
     authorized = RemoteSearcher(url, headers={"Authorization": "Bearer s3cret"})
     assert [d.id for d in authorized.search(["radio program"], 3)[0]] == [d.id for d in results[0]]
+
+
+def test_it_answers_ten_thousand_queries_in_one_request(client, dense_index):
+    # a veRL batch of 820 prompts × 5 rollouts is 4,100 searches a turn; Search-R1's client sends them in one POST
+    queries = [f"capital of France {i}" for i in range(10_000)]
+    response = _post(client, "/retrieve", {"queries": queries, "topk": "3", "return_scores": "true"})
+
+    assert response.status_code == 200
+    result = response.json()["result"]
+    assert len(result) == 10_000 and all(len(hits) == 3 for hits in result)
+    assert (
+        result[0]
+        == _post(client, "/retrieve", {"queries": queries[:1], "topk": 3, "return_scores": True}).json()[
+            "result"
+        ][0]
+    )
