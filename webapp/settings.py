@@ -8,12 +8,15 @@ them all.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
+
+from webapp.common.exposure import bind_addresses, exposure_problem, stored_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -85,18 +88,30 @@ SEARCHLAB_ENV = env_choice("SEARCHLAB_ENV", "development", ("development", "prod
 PRODUCTION = SEARCHLAB_ENV == "production"
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 
-SECRET_KEY = env_str("SECRET_KEY")
-if not SECRET_KEY:
-    if PRODUCTION:
-        raise ImproperlyConfigured("SECRET_KEY must be set when SEARCHLAB_ENV=production")
-    SECRET_KEY = "insecure-development-key-never-use-in-production"  # development only
-
 ALLOWED_HOSTS = env_list(
     "ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]", "testserver"]
 )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 VAR_DIR = env_path("SEARCHLAB_VAR_DIR", BASE_DIR / "var")
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY must be set when SEARCHLAB_ENV=production")
+    # Development and the demo: a random key made once and kept in var/secret_key (never a key in the source).
+    SECRET_KEY = stored_secret_key(VAR_DIR / "secret_key")
+# A deployment, or a process bound beyond loopback (runserver/demo ADDR, gunicorn --bind, DEMO_ADDR or
+# SEARCHLAB_BIND), refuses to start with DEBUG or the old development key (webapp.common.exposure).
+_exposure = exposure_problem(
+    production=PRODUCTION,
+    debug=DEBUG,
+    secret_key=SECRET_KEY,
+    addresses=bind_addresses(sys.argv, os.environ),
+)
+if _exposure:
+    raise ImproperlyConfigured(_exposure)
+
 # Third-party data shared with developers and CI (../shared/data/wiki_multihop); never copied into the repository.
 SHARED_DIR = env_path("SEARCHLAB_SHARED_DIR", BASE_DIR.parent / "shared")
 

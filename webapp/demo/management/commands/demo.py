@@ -101,7 +101,8 @@ class Command(BaseCommand):
                 progress_lines(Path(warm.config["output_dir"]), self.stdout.write) if warm else nullcontext()
             )
             with watch:
-                call_command("runserver", addrport, use_reloader=False)
+                # DEBUG off (required beyond loopback, webapp.common.exposure): runserver still serves the CSS
+                call_command("runserver", addrport, use_reloader=False, insecure_serving=not settings.DEBUG)
         except _Stop:
             stopped_by = "SIGTERM"
         except KeyboardInterrupt:
