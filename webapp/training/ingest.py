@@ -25,6 +25,7 @@ from trainer.report_client import is_noise, log_tail, metric_rows
 from webapp.runs.models import MetricPoint, Run
 from webapp.training import reporting
 from webapp.training.ingest_rows import Refusal, RowError, check_metric, check_sample, sample_key_of
+from webapp.training.trackers import mirror_metrics
 from webapp.trajectories.chat import sample_format
 from webapp.trajectories.services import TrajectoryInput, VerdictInput, trajectory_bulk_create
 
@@ -304,6 +305,7 @@ def store_batch(*, run_id: int, batch: Mapping[str, Any]) -> dict[str, Any]:
     metrics, metric_refusals = checked_metrics(lists["metrics"])
     refused += metric_refusals
     stored_metrics, duplicate_metrics = _store_checked_metrics(run_id, metrics)
+    mirror_metrics(run, metrics)  # its experiment trackers, for a run reported over HTTP
     wanted, repeated, sample_refusals = checked_samples(lists["samples"], method=run.method)
     refused += sample_refusals
     from webapp.training.models import IngestedSample
