@@ -105,7 +105,9 @@ def with_weights(
 ) -> list[Drawn]:
     """The items of :func:`sample_ids` with their strata and Horvitz–Thompson weights N_h / n_h (N / n when
     uniform), in queue order."""
-    stratum_of = {id_: ("" if key is None else str(key)) if stratified else "" for id_, key in candidates}
+    stratum_of = {
+        id_: ("unknown" if key is None else str(key)) if stratified else "" for id_, key in candidates
+    }
     sizes = Counter(stratum_of.values())
     drawn = Counter(stratum_of[id_] for id_ in chosen)
     return [Drawn(id_, stratum_of[id_], sizes[stratum_of[id_]] / drawn[stratum_of[id_]]) for id_ in chosen]
