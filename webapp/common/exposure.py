@@ -90,7 +90,7 @@ def bind_addresses(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]
     if args and args[0] in _SERVING_COMMANDS:  # manage.py runserver|demo [ADDR:PORT]
         rest = [a for a in args[1:] if not a.startswith("-")]
         addresses.append(rest[0] if rest else "127.0.0.1:8000")
-    if argv and "gunicorn" in Path(argv[0]).name:
+    if argv and "gunicorn" in Path(argv[0]).parts[-2:]:  # .../bin/gunicorn, or python -m gunicorn
         addresses += _gunicorn_binds(args) or ["127.0.0.1:8000"]
     addresses += _gunicorn_binds(shlex.split(environ.get("GUNICORN_CMD_ARGS", "")))
     return addresses

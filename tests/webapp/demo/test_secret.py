@@ -119,6 +119,8 @@ def test_it_reads_the_bind_address_of_each_way_to_serve():
     assert bind_addresses(["/usr/bin/gunicorn", "webapp.wsgi", "--bind", "0.0.0.0:8000"], {}) == [
         "0.0.0.0:8000"
     ]
+    module = "/venv/lib/python3.11/site-packages/gunicorn/__main__.py"  # python -m gunicorn
+    assert bind_addresses([module, "webapp.wsgi", "-b", "[::]:80"], {}) == ["[::]:80"]
     assert bind_addresses(["x"], {"GUNICORN_CMD_ARGS": "-b 10.1.1.1:80", "DEMO_ADDR": "127.0.0.1:8000"}) == [
         "127.0.0.1:8000",
         "10.1.1.1:80",
