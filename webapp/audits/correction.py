@@ -420,3 +420,76 @@ def experiment_corrections(*, result: dict[str, object]) -> ExperimentCorrection
         for d in result.get("differences", []) or []  # type: ignore[union-attr]
     ]
     return ExperimentCorrection(rows, differences)
+
+
+# --- two judge versions of one run ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionAgreement:
+    """How often two judge versions agree on the steps both judged (usable verdicts only) of one run."""
+
+    metric: str
+    a: JudgeVersion
+    b: JudgeVersion
+    n_steps: int
+    percent: float | None
+    kappa: float | None
+    kappa_reason: str | None
+
+    @property
+    def percent_shown(self) -> str:
+        return _percent(self.percent)
+
+    @property
+    def kappa_shown(self) -> str:
+        return "—" if self.kappa is None else f"{self.kappa:.3f}"
+
+
+def versions_agreement(*, run_id: int, versions: Sequence[JudgeVersion]) -> list[VersionAgreement]:
+    """The first version (the run's own) against each other one, per detector: percent agreement and Cohen's κ
+    (scoring.agreement) over the steps both judged."""
+    from scoring.agreement import kappa_from_counts, percent_agreement_from_counts
+
+    if len(versions) < 2:
+        return []
+    first = versions[0]
+    found = []
+    for other in versions[1:]:
+        for detector, (metric, kind) in DETECTORS.items():
+            outcomes: dict[int, dict[int, bool]] = defaultdict(dict)
+            rows = JudgeVerdict.objects.filter(
+                trajectory__run_id=run_id,
+                detector=detector,
+                step__kind=kind,
+                version_id__in=(first.pk, other.pk),
+                outcome__in=(Verdict.TRUE.value, Verdict.FALSE.value),
+            ).values_list("step_id", "version_id", "outcome")
+            for step_id, version_id, outcome in rows:
+                outcomes[step_id][version_id] = outcome == Verdict.TRUE.value
+            counts = [0, 0, 0, 0]  # row: the run's own version (no, yes), column: the other
+            for by in outcomes.values():
+                if first.pk in by and other.pk in by:
+                    counts[2 * by[first.pk] + by[other.pk]] += 1
+            kappa = kappa_from_counts(counts, 2)
+            found.append(
+                VersionAgreement(
+                    metric,
+                    first,
+                    other,
+                    sum(counts),
+                    percent_agreement_from_counts(counts, 2),
+                    kappa.value,
+                    kappa.reason,
+                )
+            )
+    return found
+
+
+def run_correction_context(*, run_id: int) -> dict[str, object]:
+    """What templates/audits/_corrected_rates.html needs for one run."""
+    corrections = run_corrections(run_id=run_id)
+    return {
+        "corrections": corrections,
+        "version_agreements": versions_agreement(run_id=run_id, versions=[c.version for c in corrections]),
+    }

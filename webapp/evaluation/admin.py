@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.evaluation.models import EvaluationReport, EvaluationStats, ReferencePlan
+from webapp.evaluation.models import EvaluationReport, EvaluationStats, JudgePrice, ReferencePlan, RejudgeJob
 
 
 @admin.register(EvaluationReport)
@@ -19,3 +19,15 @@ class EvaluationStatsAdmin(admin.ModelAdmin):
 class ReferencePlanAdmin(admin.ModelAdmin):
     list_display = ("question", "planner_model", "created_at")
     raw_id_fields = ("question",)
+
+
+@admin.register(JudgePrice)
+class JudgePriceAdmin(admin.ModelAdmin):
+    list_display = ("model", "input_per_million", "output_per_million", "currency", "updated_at")
+    search_fields = ("model",)
+
+
+@admin.register(RejudgeJob)
+class RejudgeJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "run", "version", "status", "n_done", "n_trajectories", "n_errors", "created_at")
+    list_filter = ("status",)

@@ -4,6 +4,7 @@ from django.urls import path
 
 from webapp.evaluation import views
 from webapp.evaluation.api import RunReportApi
+from webapp.evaluation.rejudge_views import RejudgeJobApi, RunRejudgeApi, rejudge_fragment, rejudge_start
 
 app_name = "evaluation"
 
@@ -18,4 +19,8 @@ urlpatterns = [
     ),
     path("compare/", views.compare, name="compare"),
     path("api/v1/runs/<int:run_id>/report/", RunReportApi.as_view(), name="api-run-report"),
+    path("evaluation/runs/<int:run_id>/rejudge/", rejudge_start, name="rejudge-start"),
+    path("evaluation/runs/<int:run_id>/rejudge/fragment/", rejudge_fragment, name="rejudge-fragment"),
+    path("api/v1/runs/<int:run_id>/rejudge/", RunRejudgeApi.as_view(), name="api-run-rejudge"),
+    path("api/v1/rejudge/<int:job_id>/", RejudgeJobApi.as_view(), name="api-rejudge-job"),
 ]

@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 
 from webapp.audits import correction
 from webapp.evaluation import compare as compare_selectors
-from webapp.evaluation import selectors, services
+from webapp.evaluation import rejudge, selectors, services
 from webapp.evaluation.forms import CompareForm, EvaluationForm
 from webapp.evaluation.reporting import COLUMNS, report_table
 from webapp.runs.models import Run
@@ -43,8 +43,9 @@ def report_context(run: Run) -> dict[str, object]:
     return {
         "report_columns": COLUMNS,
         "report_rows": report_table(selectors.evaluation_report_rows(run_id=run.pk)),
-        "report_stats": selectors.evaluation_stats_get(run_id=run.pk),
-        "corrections": correction.run_corrections(run_id=run.pk),  # judge-corrected OSR/USR per version
+        "report_stats": (stats := selectors.evaluation_stats_get(run_id=run.pk)),
+        "judge_costs": rejudge.evaluation_judge_costs(stats.judge_stats if stats else {}),  # JudgePrice
+        **correction.run_correction_context(run_id=run.pk),  # judge-corrected OSR/USR per version
     }
 
 
