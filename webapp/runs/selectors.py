@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 
-from django.db.models import Count, F, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db import connection
+from django.db.models import Count, QuerySet
 
 from scoring.aggregates import MICRO
 from webapp.runs.models import MetricPoint, Run
@@ -55,7 +57,7 @@ HEADLINE_KEYS = {
 }
 # An evaluation run has no metric points: its report's pooled row gives the same numbers (scoring.aggregates).
 REPORT_KEYS = {"accuracy": "cem", "searches": "average_searches", "osr": "osr"}
-TREND_POINTS = 40  # the newest points of each key that the trend line draws
+TREND_POINTS = 20  # the newest points of each key that the trend line draws
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,30 +73,43 @@ class Headline:
         return sparkline_points(self.trend)
 
 
+def _newest_points(run_ids: Sequence[int], keys: Sequence[str]) -> list[tuple[int, str, int, float]]:
+    """``(run, key, step, value)`` of the newest :data:`TREND_POINTS` steps of each run's key, in one statement:
+    each (run, key)'s last step (read from the unique (run, key, step) index alone), joined back to the points
+    within :data:`TREND_POINTS` steps of it, which that index finds as a range. Only these points are read, however
+    long the runs are (a window function would number every point of every run first)."""
+    if not run_ids or not keys:
+        return []
+    table = connection.ops.quote_name(MetricPoint._meta.db_table)
+    runs = ", ".join(["%s"] * len(run_ids))
+    names = ", ".join(["%s"] * len(keys))
+    sql = (
+        f"SELECT p.run_id, p.key, p.step, p.value FROM {table} p JOIN ("
+        f"SELECT run_id, key, MAX(step) AS last FROM {table} WHERE run_id IN ({runs}) AND key IN ({names}) "
+        "GROUP BY run_id, key"
+        ") m ON p.run_id = m.run_id AND p.key = m.key AND p.step > m.last - %s "
+        "ORDER BY p.run_id, p.key, p.step"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*run_ids, *keys, TREND_POINTS])
+        rows: list[tuple[int, str, int, float]] = cursor.fetchall()
+    return rows
+
+
 def run_headlines(*, run_ids: Sequence[int]) -> dict[int, dict[str, Headline]]:
-    """Per run, :data:`HEADLINE_KEYS`' latest values with their newest :data:`TREND_POINTS` points, in one query
-    over the metric points (a window over each run's key, newest first), and one over the evaluation runs'
-    pooled report rows. A run with neither has no entry."""
+    """Per run, :data:`HEADLINE_KEYS`' latest values with the points of their newest :data:`TREND_POINTS` steps,
+    in one query over the metric points (:func:`_newest_points`), and one over the evaluation runs' pooled report
+    rows. A run with neither has no entry."""
     from webapp.evaluation.models import EvaluationReport
 
     by_key = {key: name for name, key in HEADLINE_KEYS.items()}
-    series: dict[int, dict[str, list[tuple[int, float]]]] = {}
-    points = (
-        MetricPoint.objects.filter(run_id__in=run_ids, key__in=list(by_key))
-        .annotate(recent=Window(RowNumber(), partition_by=[F("run_id"), F("key")], order_by=F("step").desc()))
-        .filter(recent__lte=TREND_POINTS)
-        .values_list("run_id", "key", "step", "value")
-    )
-    for run_id, key, step, value in points:
-        series.setdefault(run_id, {}).setdefault(by_key[key], []).append((step, value))
     found: dict[int, dict[str, Headline]] = {}
-    for run_id, named in series.items():
-        found[run_id] = {}
-        for name, pairs in named.items():
-            pairs.sort()
-            found[run_id][name] = Headline(
-                value=pairs[-1][1], step=pairs[-1][0], trend=tuple(v for _, v in pairs)
-            )
+    points = _newest_points(list(run_ids), list(by_key))
+    for (run_id, key), group in groupby(points, key=itemgetter(0, 1)):  # ordered by run, key, step
+        rows = list(group)
+        found.setdefault(run_id, {})[by_key[key]] = Headline(
+            value=rows[-1][3], step=rows[-1][2], trend=tuple(row[3] for row in rows)
+        )
     reports = EvaluationReport.objects.filter(run_id__in=run_ids, dataset=MICRO).values_list("run_id", "row")
     for run_id, row in reports:
         if run_id not in found:
