@@ -205,11 +205,16 @@ def checked_samples(
     for index, sample in enumerate(samples or ()):
         key = sample_key_of(sample)
         row = sample.get("row") if isinstance(sample, Mapping) else None
-        parsed = (
-            formats.parse(sample_format(row, method), row["text"])  # "format": "chat": messages as JSON
-            if isinstance(row, Mapping) and isinstance(row.get("text"), str)
-            else None
-        )
+        try:
+            parsed = (
+                formats.parse(sample_format(row, method), row["text"])  # "format": "chat": messages as JSON
+                if isinstance(row, Mapping) and isinstance(row.get("text"), str)
+                else None
+            )
+        except Exception as exc:  # a parser's bug must cost this sample only, named
+            reason = f"could not be parsed: {type(exc).__name__}: {str(exc)[:200]}"
+            refused.append(Refusal("samples", index, "row.text", reason, key=key))
+            continue
         steps = {step.index for step in parsed.steps} if parsed is not None else set()
         try:
             key, row = check_sample(sample, known_steps=steps, detectors=detectors)

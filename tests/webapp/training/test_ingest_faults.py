@@ -172,6 +172,32 @@ def test_a_partly_valid_batch_is_stored_and_its_refusals_answered(client):
 
 
 @pytest.mark.django_db
+def test_a_parser_that_fails_costs_its_sample_only(client, monkeypatch):
+    from scoring import formats
+
+    real = formats.parse
+
+    def parse(name: str, text: str) -> Any:
+        if "boom" in text:
+            raise RuntimeError("parser bug")
+        return real(name, text)
+
+    monkeypatch.setattr(formats, "parse", parse)
+    run = _external_run()
+    body = {
+        "samples": [
+            {"key": "a", "row": faults.sample_row(1, text="boom")},
+            {"key": "b", "row": faults.sample_row(1)},
+        ]
+    }
+    answer = _post(client, run, body).json()
+    assert answer["samples"] == 1 and [(r["index"], r["field"]) for r in answer["refused"]] == [
+        (0, "row.text")
+    ]
+    assert "parser bug" in answer["refused"][0]["reason"]
+
+
+@pytest.mark.django_db
 def test_a_replay_never_overwrites_a_stored_metric(client):
     run = _external_run()
     _post(client, run, {"metrics": [faults.metric(1, "a", value=0.5)]})
