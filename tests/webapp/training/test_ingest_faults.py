@@ -198,6 +198,33 @@ def test_a_parser_that_fails_costs_its_sample_only(client, monkeypatch):
 
 
 @pytest.mark.django_db
+def test_a_sample_the_database_refuses_costs_that_sample_only(client, monkeypatch):
+    from webapp.training import ingest as ingest_module
+
+    real = ingest_module.trajectory_bulk_create
+
+    def bulk(*, items: Any) -> int:
+        if any(item.question_text == "refused by the database" for item in items):
+            raise ValueError("constraint failed")
+        return real(items=items)
+
+    monkeypatch.setattr(ingest_module, "trajectory_bulk_create", bulk)
+    run = _external_run()
+    rows = [
+        faults.sample_row(1),
+        faults.sample_row(1, question="refused by the database"),
+        faults.sample_row(2),
+    ]
+    answer = _post(
+        client, run, {"samples": [{"key": f"k{i}", "row": row} for i, row in enumerate(rows)]}
+    ).json()
+    assert answer["samples"] == 2
+    assert [(r["index"], r["key"], r["field"]) for r in answer["refused"]] == [(1, "k1", "row")]
+    assert set(IngestedSample.objects.filter(run=run).values_list("key", flat=True)) == {"k0", "k2"}
+    assert Trajectory.objects.filter(run=run).count() == 2
+
+
+@pytest.mark.django_db
 def test_a_replay_never_overwrites_a_stored_metric(client):
     run = _external_run()
     _post(client, run, {"metrics": [faults.metric(1, "a", value=0.5)]})
