@@ -1,7 +1,8 @@
 """searchlab's rewards as a veRL reward function: ``compute_score(data_source, solution_str, ground_truth, extra_info)``.
 
-veRL (0.9.1) calls a custom reward function per sample from its ``naive`` reward manager and per batch from its
-``batch`` manager; both are here::
+veRL (0.9.1) calls a custom reward function per sample from its ``naive`` reward manager and its Reward Loop (the
+trainer's default path; HiPRAG's batch average there: :mod:`trainer.verl_reward_loop`) and per batch from its
+legacy ``batch`` manager; both are here::
 
     custom_reward_function.path=trainer/verl_reward.py
     custom_reward_function.name=compute_score          # reward_model.reward_manager=naive
@@ -25,6 +26,11 @@ searchlab stores the same steps and verdicts veRL trained on.
 Per-sample settings may also come in ``extra_info["searchlab"]`` (``method``, ``mode``, ``params``, ``question``,
 ``supporting_titles``); veRL's Search-R1 data puts the question in ``extra_info`` and the answers in
 ``ground_truth = {"target": [...]}``, both read here. Standard library and searchlab only: no veRL import.
+
+Reference mode runs the released code on prompt+response, as it ran: veRL hands the response alone, so the released
+prompt is put back in front where its answer-extraction rule counts the prompt's example answers
+(:func:`_prompt_and_response`). HiPRAG's Sec. 5.3 ablations need the batch's average bonus (``batch_bonus``:
+:data:`BATCH_BONUS_MODES`).
 """
 
 from __future__ import annotations
