@@ -134,7 +134,7 @@ def validation_metrics(report: EvaluationReport) -> dict[str, float]:
     values = {
         "cem": row.cem,
         "em": row.em,
-        "acc": getattr(row, "acc", None),  # scoring.aggregates' FlashRAG acc, where this version has it
+        "acc": row.acc,  # FlashRAG's acc (None when no trajectory's was measured)
         "average_searches": row.average_searches,
         "osr": row.osr,
         "usr": row.usr,

@@ -146,13 +146,21 @@ def test_validation_metrics_come_from_the_evaluation_report() -> None:
                 format_ok=True,
                 n_searches=2,
                 over_search=(True, False),
+                acc=True,
             ),
             TrajectoryOutcome(
-                dataset="d", cem=False, em=False, f1=0.0, format_ok=True, n_searches=0, over_search=()
+                dataset="d",
+                cem=False,
+                em=False,
+                f1=0.0,
+                format_ok=True,
+                n_searches=0,
+                over_search=(),
+                acc=False,
             ),
         ]
     )
     metrics = validation_metrics(report)
-    assert metrics["val/cem"] == 0.5 and metrics["val/em"] == 0.0
+    assert metrics["val/cem"] == 0.5 and metrics["val/em"] == 0.0 and metrics["val/acc"] == 0.5
     assert metrics["val/average_searches"] == 1.0
     assert metrics["val/osr"] == 0.5  # HiPRAG Eq. 2: one of two judged search steps
