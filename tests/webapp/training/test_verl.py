@@ -154,6 +154,28 @@ def test_apply_batch_average_fills_pending_samples_with_the_mean_earned_bonus():
     assert filled[4] == "not json" and filled[0] == details[0]
 
 
+def test_the_reward_loop_manager_defers_only_when_the_agent_loop_manager_will_fill_the_batch():
+    from types import SimpleNamespace
+
+    from trainer.verl_reward_loop import AGENT_LOOP_MANAGER, _batch_is_finished_by_us
+
+    def config(manager, reward_model):
+        return SimpleNamespace(
+            actor_rollout_ref=SimpleNamespace(
+                rollout=SimpleNamespace(agent={"agent_loop_manager_class": manager})
+            ),
+            reward={"reward_model": reward_model},
+        )
+
+    assert _batch_is_finished_by_us(config(AGENT_LOOP_MANAGER, {"enable": False}))
+    assert _batch_is_finished_by_us(
+        config(AGENT_LOOP_MANAGER, {"enable": True, "enable_resource_pool": True})
+    )
+    assert not _batch_is_finished_by_us(config(None, {"enable": False}))  # veRL's own AgentLoopManager
+    # a colocated reward model: veRL scores after the agent loop, where our manager never sees rewards
+    assert not _batch_is_finished_by_us(config(AGENT_LOOP_MANAGER, {"enable": True}))
+
+
 @pytest.mark.slow
 def test_verl_reward_loop_gives_hiprags_ablation_the_batch_average(verl_path, tmp_path):
     """veRL 0.9.1's default reward path: AgentLoopManager → AgentLoopWorker → RewardLoopWorker → reward manager."""
