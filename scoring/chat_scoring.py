@@ -73,7 +73,7 @@ def score_chat(
     ):
         raise ScoringInputError("golden_answers", "must be a non-empty list of strings")
     spec = METHODS[method]
-    inputs = _Inputs("params", params, spec.params)
+    inputs = spec.read_params(params)
     judged = _Inputs("judgements", judgements, spec.judgements)
     try:
         reward = spec.reward(trajectory, golds, inputs, judged)

@@ -19,19 +19,28 @@ unless ``params.batch_average_bonus`` is given.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Generic, TypeVar
 
 from scoring.errors import BatchAverageRequired, ScoringInputError
 from scoring.formats import parse
+from scoring.params import (
+    AutosearchParams,
+    HipragParams,
+    Inputs,
+    SearchP1Params,
+    SearchR1Params,
+    TiresragParams,
+    parse_params,
+)
+from scoring.params import shown as _shown
 from scoring.rewards.autosearch import autosearch_reward
 from scoring.rewards.hiprag import average_earned_bonus, hiprag_reward
 from scoring.rewards.result import Reward
-from scoring.rewards.searchp1 import MAX_STEP_COUNT, SearchP1Evaluation, SearchP1Weights, searchp1_reward
+from scoring.rewards.searchp1 import MAX_STEP_COUNT, SearchP1Evaluation, searchp1_reward
 from scoring.rewards.searchr1 import searchr1_format_reward, searchr1_outcome_reward
-from scoring.rewards.tiresrag import MAX_TRAINING_STEPS, TiresragWeights, tiresrag_reward
+from scoring.rewards.tiresrag import TiresragWeights, tiresrag_reward
 from scoring.trajectory import Trajectory
 from scoring.verdicts import MissingVerdict, Verdict
 
@@ -43,6 +52,7 @@ __all__ = [
     "Scored",
     "ScoringError",
     "ScoringInputError",
+    "method_params",
     "score",
     "score_batch",
 ]
@@ -57,55 +67,8 @@ class Scored:
     reward: Reward
 
 
-class _Inputs:
-    """Typed, range-checked reads of ``params`` / ``judgements``; unknown keys are an error, not ignored."""
-
-    def __init__(self, prefix: str, values: Mapping[str, Any] | None, known: Sequence[str]) -> None:
-        self.prefix = prefix
-        if values is not None and not isinstance(values, Mapping):
-            raise ScoringInputError(prefix, f"must be an object, got {type(values).__name__}")
-        self.values = dict(values or {})
-        for key in self.values:
-            if not isinstance(key, str):
-                raise ScoringInputError(prefix, f"keys must be strings, got {_shown(key)}")
-        unknown = sorted(key[:60] for key in set(self.values) - set(known))
-        if unknown:
-            raise ScoringInputError(
-                f"{prefix}.{unknown[0]}", f"unknown; expected one of {', '.join(known) or 'none'}"
-            )
-
-    def field(self, name: str) -> str:
-        return f"{self.prefix}.{name}"
-
-    def number(self, name: str, default: float, low: float, high: float) -> float:
-        value = self.values.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ScoringInputError(self.field(name), f"must be a finite number, got {_shown(value)}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ScoringInputError(self.field(name), f"must be a finite number, got {value!r}")
-        # Python compares an int with a float exactly, so a huge int (10**400) is refused here, before float()
-        # could overflow.
-        if not low <= value <= high:
-            raise ScoringInputError(self.field(name), f"must lie in [{low}, {high}], got {_shown(value)}")
-        return float(value)
-
-    def integer(self, name: str, default: int | None, low: int, high: int) -> int:
-        value = self.values.get(name, default)
-        if value is None:
-            raise ScoringInputError(self.field(name), "is required")
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ScoringInputError(
-                self.field(name), f"must be an integer in [{low}, {high}], got {_shown(value)}"
-            )
-        return value
-
-    def choice(self, name: str, default: str, options: Sequence[str]) -> str:
-        value = self.values.get(name, default)
-        if value not in options:
-            raise ScoringInputError(
-                self.field(name), f"must be one of {', '.join(options)}, got {_shown(value)}"
-            )
-        return str(value)
+class _Inputs(Inputs):
+    """:class:`scoring.params.Inputs` with the judge outcomes' reads: verdicts by name or as JSON booleans."""
 
     def verdict(self, name: str) -> Verdict | None:
         value = self.values.get(name)
@@ -117,18 +80,6 @@ class _Inputs:
         if not isinstance(values, list):
             raise ScoringInputError(self.field(name), f"must be a list, got {_shown(values)}")
         return tuple(_verdict(f"{self.field(name)}[{i}]", v) for i, v in enumerate(values))
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters: an error message never echoes a 400-digit number whole (and
-    never hits Python's int-to-str digit limit)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
-        return f"an integer of about {value.bit_length() * 30103 // 100000 + 1} digits"
-    try:
-        shown = repr(value)
-    except (RecursionError, ValueError):  # nested too deep, or a huge int inside a container
-        return f"a {type(value).__name__} too large to show"
-    return shown if len(shown) <= limit else f"{shown[: limit - 1]}…"
 
 
 def _verdict(field: str, value: Any) -> Verdict:
@@ -143,28 +94,25 @@ def _verdict(field: str, value: Any) -> Verdict:
         ) from None
 
 
-def _search_r1(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
-    if params.choice("reward", "format", ("format", "outcome")) == "outcome":
+# Each reward reads its weights from its method's params dataclass (scoring.params: defaults, ranges and the paper's
+# equations declared there) and its judge outcomes from ``judgements``.
+
+
+def _search_r1(
+    trajectory: Trajectory, golds: Sequence[str], params: SearchR1Params, judged: _Inputs
+) -> Reward:
+    if params.reward == "outcome":
         return searchr1_outcome_reward(trajectory, golds)
-    structure = params.number("structure_format_score", 0.2, 0.0, 1.0)
-    retrieval = params.number("retrieval_score", 0.0, 0.0, 1.0)
-    if structure + retrieval > 1:  # Search-R1's format reward stays within [0, 1]
-        raise ScoringInputError(
-            params.field("retrieval_score"),
-            f"structure_format_score + retrieval_score must be <= 1, got {structure} + {retrieval}",
-        )
     return searchr1_format_reward(
         trajectory,
         golds,
-        structure_format_score=structure,
-        final_format_score=params.number("final_format_score", 0.1, 0.0, 1.0),
-        retrieval_score=retrieval,
+        structure_format_score=params.structure_format_score,
+        final_format_score=params.final_format_score,
+        retrieval_score=params.retrieval_score,
     )
 
 
-def _hiprag(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
-    process = params.choice("process", "both", ("both", "over_only", "under_only"))
-    bonus = params.values.get("batch_average_bonus")
+def _hiprag(trajectory: Trajectory, golds: Sequence[str], params: HipragParams, judged: _Inputs) -> Reward:
     flags = judged.verdicts("step_flags")
     if len(flags) > len(trajectory.steps):
         raise ScoringInputError(
@@ -175,21 +123,21 @@ def _hiprag(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judge
             trajectory,
             golds,
             flags,
-            lambda_f=params.number("lambda_f", 0.2, 0.0, 1.0),
-            lambda_p=params.number("lambda_p", 0.4, 0.0, 10.0),
-            process=process,  # type: ignore[arg-type]  # checked by choice() above
-            batch_average_bonus=None
-            if bonus is None
-            else params.number("batch_average_bonus", 0.0, 0.0, 10.0),
+            lambda_f=params.lambda_f,
+            lambda_p=params.lambda_p,
+            process=params.process,
+            batch_average_bonus=params.batch_average_bonus,
         )
     except BatchAverageRequired as exc:  # HiPRAG Sec. 5.3: only the batch knows its average bonus
-        raise BatchAverageRequired(params.field("batch_average_bonus"), exc.message) from None
+        raise BatchAverageRequired("params.batch_average_bonus", exc.message) from None
     except ScoringInputError as exc:
-        fields = {"step_flags": judged.field("step_flags"), "process": params.field("process")}
+        fields = {"step_flags": judged.field("step_flags"), "process": "params.process"}
         raise ScoringInputError(fields.get(exc.field, exc.field), exc.message) from None
 
 
-def _autosearch(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
+def _autosearch(
+    trajectory: Trajectory, golds: Sequence[str], params: AutosearchParams, judged: _Inputs
+) -> Reward:
     answers = judged.values.get("intermediate_answers", [])
     if not isinstance(answers, list) or not all(a is None or isinstance(a, str) for a in answers):
         raise ScoringInputError(judged.field("intermediate_answers"), "must be a list of strings (or null)")
@@ -201,7 +149,9 @@ def _autosearch(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, j
         raise ScoringInputError(judged.field("intermediate_answers"), str(exc)) from None
 
 
-def _search_p1(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
+def _search_p1(
+    trajectory: Trajectory, golds: Sequence[str], params: SearchP1Params, judged: _Inputs
+) -> Reward:
     raw = judged.values.get("evaluation")
     evaluation = None
     if raw is not None:
@@ -211,23 +161,19 @@ def _search_p1(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, ju
             evaluation = SearchP1Evaluation(**raw)
         except (TypeError, ValueError) as exc:
             raise ScoringInputError(judged.field("evaluation"), str(exc)) from None
-    weights = SearchP1Weights(
-        lambda_f=params.number("lambda_f", 0.1, 0.0, 1.0),
-        lambda_p=params.number("lambda_p", 0.3, 0.0, 1.0),
-        lambda_a=params.number("lambda_a", 0.6, 0.0, 1.0),
-        alpha=params.number("alpha", 0.8, 0.0, 1.0),
-    )
     return searchp1_reward(
         trajectory,
         golds,
         evaluation,
         n_ref_steps=judged.integer("n_ref_steps", None, 0, MAX_STEP_COUNT),
-        variant=params.choice("variant", "main", ("main", "alg3")),  # type: ignore[arg-type]
-        weights=weights,
+        variant=params.variant,
+        weights=params.weights(),
     )
 
 
-def _tiresrag(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, judged: _Inputs) -> Reward:
+def _tiresrag(
+    trajectory: Trajectory, golds: Sequence[str], params: TiresragParams, judged: _Inputs
+) -> Reward:
     thinking_raw = judged.values.get("thinking")
     thinking: float | Verdict | None
     if isinstance(thinking_raw, int | float) and not isinstance(thinking_raw, bool):
@@ -239,48 +185,54 @@ def _tiresrag(trajectory: Trajectory, golds: Sequence[str], params: _Inputs, jud
         golds,
         sufficiency=judged.verdict("sufficiency"),
         thinking=thinking,
-        step=params.integer("step", 0, 0, MAX_TRAINING_STEPS),
-        total_steps=params.integer("total_steps", 1, 1, MAX_TRAINING_STEPS),
+        step=params.step,
+        total_steps=params.total_steps,
         weights=TiresragWeights(
-            thinking=params.number("w_thinking", 0.6, 0.0, 10.0),
-            sufficiency=params.number("w_sufficiency", 0.3, 0.0, 10.0),
-            reflection=params.number("w_reflection", 0.3, 0.0, 10.0),
+            thinking=params.w_thinking, sufficiency=params.w_sufficiency, reflection=params.w_reflection
         ),
     )
 
 
+P = TypeVar("P")
+
+
 @dataclass(frozen=True, slots=True)
-class Method:
+class Method(Generic[P]):
+    """A reward method: its trajectory format, its weights (a :mod:`scoring.params` dataclass), the judge outcomes
+    its reward reads, and the reward."""
+
     format: str
-    params: tuple[str, ...]
+    params_type: type[P]
     judgements: tuple[str, ...]
-    reward: Callable[[Trajectory, Sequence[str], _Inputs, _Inputs], Reward]
+    reward: Callable[[Trajectory, Sequence[str], P, _Inputs], Reward]
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The names of the method's weights, in declaration order."""
+        return tuple(f.name for f in fields(self.params_type))  # type: ignore[arg-type]
+
+    def read_params(self, values: Mapping[str, Any] | None) -> P:
+        return parse_params(self.params_type, values)
 
 
-METHODS: dict[str, Method] = {
-    "search_r1": Method(
-        "search_r1",
-        ("reward", "structure_format_score", "final_format_score", "retrieval_score"),
-        (),
-        _search_r1,
-    ),
-    "hiprag": Method(
-        "hiprag", ("lambda_f", "lambda_p", "process", "batch_average_bonus"), ("step_flags",), _hiprag
-    ),
-    "autosearch": Method("autosearch", (), ("intermediate_answers",), _autosearch),
-    "search_p1": Method(
-        "search_p1",
-        ("lambda_f", "lambda_p", "lambda_a", "alpha", "variant"),
-        ("evaluation", "n_ref_steps"),
-        _search_p1,
-    ),
-    "tiresrag": Method(
-        "tiresrag",
-        ("step", "total_steps", "w_thinking", "w_sufficiency", "w_reflection"),
-        ("sufficiency", "thinking"),
-        _tiresrag,
-    ),
+# The one table of reward methods: every other table keyed by method name covers exactly these keys
+# (tests/test_method_tables.py).
+METHODS: dict[str, Method[Any]] = {
+    "search_r1": Method("search_r1", SearchR1Params, (), _search_r1),
+    "hiprag": Method("hiprag", HipragParams, ("step_flags",), _hiprag),
+    "autosearch": Method("autosearch", AutosearchParams, ("intermediate_answers",), _autosearch),
+    "search_p1": Method("search_p1", SearchP1Params, ("evaluation", "n_ref_steps"), _search_p1),
+    "tiresrag": Method("tiresrag", TiresragParams, ("sufficiency", "thinking"), _tiresrag),
 }
+
+
+def method_params(method: str, params: Mapping[str, Any] | None) -> Any:
+    """``params`` checked as ``method``'s weights (its :mod:`scoring.params` dataclass, defaults filled in).
+
+    The one check of a method's weights for every front end (the new-run form, an evaluation, an API request):
+    raises :class:`ScoringInputError` naming ``method`` or ``params.<field>`` exactly as :func:`score` would.
+    """
+    return _method(method).read_params(params)
 
 
 def score(
@@ -302,7 +254,7 @@ def score(
         or not all(isinstance(g, str) for g in golds)
     ):
         raise ScoringInputError("golden_answers", "must be a non-empty list of strings")
-    inputs = _Inputs("params", params, spec.params)
+    inputs = spec.read_params(params)
     judged = _Inputs("judgements", judgements, spec.judgements)
     trajectory = parse(spec.format, text)
     try:
@@ -314,7 +266,7 @@ def score(
     return Scored(trajectory, reward)
 
 
-def _method(method: str) -> Method:
+def _method(method: str) -> Method[Any]:
     spec = METHODS.get(method) if isinstance(method, str) else None
     if spec is None:
         raise ScoringInputError("method", f"unknown method {method!r}; known: {', '.join(METHODS)}")

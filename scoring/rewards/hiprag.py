@@ -45,11 +45,14 @@ from scoring.trajectory import StepKind, Trajectory
 from scoring.verdicts import MissingVerdict, Verdict
 
 Process = Literal["both", "over_only", "under_only"]
+PROCESSES: tuple[Process, ...] = ("both", "over_only", "under_only")  # Sec. 5.3's ablations, and Eq. 1 whole
+LAMBDA_F = 0.2  # Eq. 1's format weight λf (the released qa_em_format's structure_format_score)
+LAMBDA_P = 0.4  # Eq. 1's process-bonus weight λp
 REFERENCE_LAMBDA_P = 0.4  # hard-coded in qa_em_format.compute_score_em
 
 
 def search_r1_format_hiprag(
-    trajectory: Trajectory, golds: str | Iterable[str], *, lambda_f: float = 0.2
+    trajectory: Trajectory, golds: str | Iterable[str], *, lambda_f: float = LAMBDA_F
 ) -> Reward:
     """The outcome + format part of HiPRAG Eq. 1 (Search-R1 v0.3's reward on HiPRAG's format): A(1−λf) + λf·F."""
     answer = cover_exact_match(trajectory.answer, golds)
@@ -81,8 +84,8 @@ def hiprag_reward(
     golds: str | Iterable[str],
     step_flags: Sequence[Verdict],
     *,
-    lambda_f: float = 0.2,
-    lambda_p: float = 0.4,
+    lambda_f: float = LAMBDA_F,
+    lambda_p: float = LAMBDA_P,
     process: Process = "both",
     batch_average_bonus: float | None = None,
 ) -> Reward:
@@ -156,8 +159,8 @@ def hiprag_rewards_for_batch(
     golds: Sequence[str | Iterable[str]],
     step_flags: Sequence[Sequence[Verdict]],
     *,
-    lambda_f: float = 0.2,
-    lambda_p: float = 0.4,
+    lambda_f: float = LAMBDA_F,
+    lambda_p: float = LAMBDA_P,
     process: Process = "both",
 ) -> list[Reward]:
     """:func:`hiprag_reward` over a training batch, filling the Sec. 5.3 ablations' empty-type bonus.

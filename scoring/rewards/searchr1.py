@@ -29,6 +29,10 @@ from scoring.trajectory import Trajectory
 
 _DELETE_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
+# v0.3's format-reward weights (qa_em_format.compute_score_em's defaults in the training scripts)
+STRUCTURE_FORMAT_SCORE = 0.2
+FINAL_FORMAT_SCORE = 0.1
+
 
 def searchr1_outcome_reward(trajectory: Trajectory, golds: str | Iterable[str]) -> Reward:
     """The Search-R1 paper's reward: r(x, y) = EM(a_pred, a_gold) ∈ {0, 1}, no format term.
@@ -64,8 +68,8 @@ def searchr1_format_reward(
     trajectory: Trajectory,
     golds: str | Iterable[str],
     *,
-    structure_format_score: float = 0.2,
-    final_format_score: float = 0.1,
+    structure_format_score: float = STRUCTURE_FORMAT_SCORE,
+    final_format_score: float = FINAL_FORMAT_SCORE,
     retrieval_score: float = 0.0,
 ) -> Reward:
     """Search-R1 v0.3 outcome+format reward (REFERENCE.md §b pseudo-code; defaults of scripts/nq_hotpotqa/v0.3).
