@@ -103,6 +103,19 @@ def test_search_r1_reference_mode_scores_the_response_alone_as_the_released_code
     assert compute_score("nq", "<answer> Lyon </answer>", {"target": ["Paris"]}, no_answer)["score"] == 0.0
 
 
+@pytest.mark.parametrize("mode", ["paper", "reference"])
+def test_golds_that_are_not_strings_are_compared_as_strings(mode):
+    # Search-R1's em_check("1889", [1889]) raises (normalize_answer on an int); searchlab compares "1889"
+    response = "<think>x</think>\n<answer>1889</answer>"
+    result = compute_score("nq", response, {"target": [1889]}, None, method="search_r1", mode=mode)
+    assert result["score"] == 1.0 and json.loads(result["searchlab"])["error"] is None
+    # a string target is one answer, not its characters (the released code would match "1")
+    one = response.replace("1889", "1")
+    as_string = compute_score("nq", one, {"target": "1889"}, None, method="search_r1", mode=mode)["score"]
+    as_list = compute_score("nq", one, {"target": ["1889"]}, None, method="search_r1", mode=mode)["score"]
+    assert as_string == as_list < 1.0
+
+
 def test_hiprag_reference_validation_path_scores_the_response_alone():
     # HiPRAG's compute_score_em with structure_format_score = 0 (its val_reward_fn) is CEM of extract_solution,
     # whose ≥2-span rule counts the prompt's own <answer> span.
