@@ -56,8 +56,10 @@ def test_it_compares_runs_by_acc_and_pairs_its_difference(db: Any, researcher_cl
     method = _run("method", ANSWERS)
     extra = _run("extra", ANSWERS)
 
-    two = researcher_client.get(f"/compare/?a={baseline.pk}&b={method.pk}&metric=acc").context
+    response = researcher_client.get(f"/compare/?a={baseline.pk}&b={method.pk}&metric=acc")
+    two = response.context
     assert (two["summary_a"].accuracy, two["summary_b"].accuracy) == (0.0, 0.75)
+    assert "<th>accuracy (acc (FlashRAG))</th>" in response.content.decode()
     cem = researcher_client.get(f"/compare/?a={baseline.pk}&b={method.pk}&metric=cem").context
     assert cem["summary_b"].accuracy == 0.5
 
