@@ -21,7 +21,7 @@ Without the agent-loop manager the reward manager scores in ``refuse`` mode: an 
 :class:`trainer.verl_reward.BatchBonusUnavailable` instead of training on a bonus of 0. Everything else (every method,
 paper and reference mode) needs neither class: ``compute_score`` is a valid Reward Loop reward function as it is.
 
-    actor_rollout_ref.rollout.agent.agent_loop_manager_class=trainer.verl_reward_loop.SearchlabAgentLoopManager
+    +actor_rollout_ref.rollout.agent.agent_loop_manager_class=trainer.verl_reward_loop.SearchlabAgentLoopManager
     reward.reward_manager.source=importlib reward.reward_manager.name=SearchlabRewardManager
     reward.reward_manager.module.path=trainer/verl_reward_loop.py
     reward.custom_reward_function.path=trainer/verl_reward.py reward.custom_reward_function.name=compute_score
