@@ -57,7 +57,9 @@ HEADLINE_KEYS = {
 }
 # An evaluation run has no metric points: its report's pooled row gives the same numbers (scoring.aggregates).
 REPORT_KEYS = {"accuracy": "cem", "searches": "average_searches", "osr": "osr"}
-TREND_POINTS = 20  # the newest points of each key that the trend line draws
+TREND_STEPS = (
+    20  # the trend line draws a key's points of its last 20 steps (20 points when logged every step)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +76,9 @@ class Headline:
 
 
 def _newest_points(run_ids: Sequence[int], keys: Sequence[str]) -> list[tuple[int, str, int, float]]:
-    """``(run, key, step, value)`` of the newest :data:`TREND_POINTS` steps of each run's key, in one statement:
+    """``(run, key, step, value)`` of the last :data:`TREND_STEPS` steps of each run's key, in one statement:
     each (run, key)'s last step (read from the unique (run, key, step) index alone), joined back to the points
-    within :data:`TREND_POINTS` steps of it, which that index finds as a range. Only these points are read, however
+    within :data:`TREND_STEPS` steps of it, which that index finds as a range. Only these points are read, however
     long the runs are (a window function would number every point of every run first)."""
     if not run_ids or not keys:
         return []
@@ -91,13 +93,13 @@ def _newest_points(run_ids: Sequence[int], keys: Sequence[str]) -> list[tuple[in
         "ORDER BY p.run_id, p.key, p.step"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*run_ids, *keys, TREND_POINTS])
+        cursor.execute(sql, [*run_ids, *keys, TREND_STEPS])
         rows: list[tuple[int, str, int, float]] = cursor.fetchall()
     return rows
 
 
 def run_headlines(*, run_ids: Sequence[int]) -> dict[int, dict[str, Headline]]:
-    """Per run, :data:`HEADLINE_KEYS`' latest values with the points of their newest :data:`TREND_POINTS` steps,
+    """Per run, :data:`HEADLINE_KEYS`' latest values with their points of the last :data:`TREND_STEPS` steps,
     in one query over the metric points (:func:`_newest_points`), and one over the evaluation runs' pooled report
     rows. A run with neither has no entry."""
     from webapp.evaluation.models import EvaluationReport

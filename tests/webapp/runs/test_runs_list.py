@@ -10,7 +10,7 @@ from django.utils import timezone
 from tests.webapp.factories import RunFactory
 from webapp.evaluation.models import EvaluationReport
 from webapp.runs.models import MetricPoint, Run
-from webapp.runs.selectors import TREND_POINTS, run_headlines
+from webapp.runs.selectors import TREND_STEPS, run_headlines
 from webapp.runs.sparkline import sparkline_points
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def test_it_draws_a_trend_scaled_to_its_range() -> None:
 
 def test_it_gives_each_run_its_latest_numbers_and_newest_points() -> None:
     train = RunFactory(name="grpo", kind=Run.Kind.TRAIN, algorithm="grpo")
-    rewards = [i / 100 for i in range(TREND_POINTS + 10)]
+    rewards = [i / 100 for i in range(TREND_STEPS + 10)]
     _log(train, "reward/mean", rewards)
     _log(train, "accuracy", [0.25, 0.5])
     _log(train, "searches/mean", [2.0, 1.5, 1.25])
@@ -50,7 +50,7 @@ def test_it_gives_each_run_its_latest_numbers_and_newest_points() -> None:
 
     reward = found[train.pk]["reward"]
     assert (reward.value, reward.step) == (rewards[-1], len(rewards))
-    assert reward.trend == tuple(rewards[-TREND_POINTS:])  # the newest points, oldest first
+    assert reward.trend == tuple(rewards[-TREND_STEPS:])  # the newest points, oldest first
     assert found[train.pk]["accuracy"].trend == (0.25, 0.5) and "osr" not in found[train.pk]
     assert found[evaluated.pk]["accuracy"].value == 0.5 and found[evaluated.pk]["osr"].value is None
     assert quiet.pk not in found
