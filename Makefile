@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: demo test lint typecheck pytest browser bench verify-reference clean vllm vllm-test
+.PHONY: demo test test-fast lint typecheck pytest browser bench verify-reference clean vllm vllm-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(VENV)/.installed
 	$(PY) manage.py demo $(DEMO_ADDR)
 
 test: lint typecheck pytest
+
+# The inner loop: every test but those marked slow, vllm, ray or verl (each test over 5 s is marked slow).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m "not slow and not vllm and not ray and not verl"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
