@@ -127,7 +127,7 @@ class ScoreApi(APIView):
             if len(trajectories) <= settings.SCORE_SYNC_MAX:
                 results = services.trajectories_score(method=method, params=params, trajectories=trajectories)
                 return Response(self.Output({"method": method, "results": results}).data)
-            services.score_params_check(method=method, params=params, trajectory=trajectories[0])
+            services.score_params_check(method=method, params=params)
         except services.ScoringParamsError as exc:
             return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
         job = services.score_job_create(

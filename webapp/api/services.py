@@ -164,10 +164,20 @@ def trajectories_score(
     ]
 
 
-def score_params_check(*, method: str, params: Mapping[str, Any], trajectory: Mapping[str, Any]) -> None:
-    """Score one trajectory to surface invalid ``params`` before a job is queued (they are shared by the batch)."""
-    for result in _score_each(scorer_function(), method, params, [trajectory]):
-        _result(result, 0)
+def params_checker() -> Callable[[str, Mapping[str, Any]], Any]:
+    """``scoring.scorer.method_params``: a method's ``params`` checked against their declaration (scoring.params)."""
+    return importlib.import_module("scoring.scorer").method_params  # type: ignore[no-any-return]
+
+
+def score_params_check(*, method: str, params: Mapping[str, Any]) -> None:
+    """Refuse invalid ``params`` before a job is queued (they are shared by the batch), nothing scored."""
+    from scoring.errors import ScoringInputError
+
+    try:
+        params_checker()(method, params)
+    except ScoringInputError as exc:
+        if exc.field.startswith("params"):
+            raise ScoringParamsError(exc.field, exc.message) from exc
 
 
 def _json_safe(value: Any) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.rollout import RolloutConfig
-from scoring.scorer import ScoringInputError, score
+from scoring.scorer import ScoringInputError, method_params
 from webapp.runs.models import Method
 
 # transformers and vllm run a local model folder in the worker (vllm: `make vllm`, docs/vllm.md); openai calls a server.
@@ -66,7 +66,7 @@ class EvaluationSpec:
     index_id: int | None = None
     retrieve_url: str = ""
     judge: JudgeSpec = field(default_factory=JudgeSpec)
-    params: dict[str, Any] = field(default_factory=dict)  # reward parameters, scoring.scorer.score(params=)
+    params: dict[str, Any] = field(default_factory=dict)  # reward weights, declared in scoring.params
     rollout: dict[str, Any] = field(default_factory=dict)  # ROLLOUT_OVERRIDES
     limit: int | None = None  # questions per dataset (the first ones, in import order)
     batch_size: int = 32  # questions per evaluate() call: stored, reported and cancellable in between
@@ -98,15 +98,12 @@ def _check_url(field_name: str, value: str) -> None:
 
 
 def _check_reward_params(method: str, params: dict[str, Any]) -> None:
-    """Score an empty response once: the scorer checks ``params`` before anything else (the verdicts an empty
-    response lacks raise other errors, which say nothing about the parameters)."""
+    """The method's weights against its declaration (scoring.params: ranges, choices, unknown keys)."""
     try:
-        score(method, "", [""], params=params)
+        method_params(method, params)
     except ScoringInputError as exc:
         if exc.field.startswith("params"):
             raise EvaluationConfigError("params", exc.message if "." not in exc.field else str(exc)) from None
-    except ValueError:
-        pass
 
 
 def evaluation_spec_check(spec: EvaluationSpec) -> None:

@@ -1,7 +1,7 @@
 """A run's trainer config (trainer.config.RunConfig) from the values a form or an experiment gives, and the models
 on this machine a run can start from.
 
-Validation rules live in trainer.config and scoring.scorer, so the browser, an experiment and ``python -m
+Validation rules live in trainer.config and scoring.params, so the browser, an experiment and ``python -m
 trainer.train`` can never disagree on what a valid run is.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from scoring.scorer import ScoringInputError, score
+from scoring.scorer import ScoringInputError, method_params
 from trainer.config import TINY_MODEL, ConfigError, RunConfig, config_from_dict, merge
 
 DEFAULT_MODEL_DIR = "models/SmolLM2-135M-Instruct"  # under VAR_DIR, written by `python -m agent.setup_model`
@@ -83,11 +83,9 @@ def run_config(values: Mapping[str, Any], *, output_dir: str, data_path: str = "
 
 
 def check_reward_params(method: str, params: Mapping[str, Any]) -> None:
-    """The method's weights, checked by scoring itself (it reads every param before it looks at the text)."""
+    """The method's weights against its declaration in scoring.params (ranges, choices, unknown keys)."""
     try:
-        score(method, "", ["-"], params=params)
+        method_params(method, params)
     except ScoringInputError as exc:
-        if exc.field.startswith("params."):
-            raise ConfigError(f"reward.{exc.field}", str(exc).split(": ", 1)[-1]) from None
-    except ValueError:
-        pass  # a verdict an empty, unjudged text lacks (TIRESRAG): the params were read and are fine
+        if exc.field.startswith("params"):
+            raise ConfigError(f"reward.{exc.field}", exc.message) from None

@@ -27,9 +27,16 @@ def fake_score(method, text, golds, *, params=None, judgements=None):
     )
 
 
+def fake_params_check(method, params):
+    """Stands in for scoring.scorer.method_params: fake_score's one parameter, 'bonus', in [0, 1]."""
+    if (params or {}).get("bonus", 0) > 1:
+        raise ScoringInputError("params.bonus", "must lie in [0, 1]")
+
+
 @pytest.fixture
 def scorer(monkeypatch):
     monkeypatch.setattr(services, "scorer_function", lambda: fake_score)
+    monkeypatch.setattr(services, "params_checker", lambda: fake_params_check)
 
 
 def _body(n=1, method="search_r1", **extra):
