@@ -18,6 +18,8 @@ this and nothing else of the web app. Three parts:
 * ``python -m trainer.report_client --url … --run-id … --output-dir … -- COMMAND…`` runs a trainer as its child,
   copies its output to a log file (and to its own stdout, which a Ray job keeps), tails its files and reports them
   until the child exits and every batch is acknowledged (or ``--drain-seconds`` pass); exit status: the child's.
+  With ``--spool-only --spool DIR --config CONFIG`` (a machine without searchlab) it sends nothing: the batches
+  stay in ``DIR`` with a manifest of the run, and ``manage.py replay_spool DIR`` brings them in (:mod:`trainer.spool`).
 
 Idempotency is the server's: a metric is one row per (run, step, key) (a replay overwrites it with the same value)
 and a sample carries a ``key`` unique within its run (``<step>@<byte offset in samples.jsonl>`` here; veRL's
@@ -820,12 +822,13 @@ def report_while_running(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.report_client",
-        description="Run a trainer and report its metrics, samples, heartbeat and log to searchlab over HTTP.",
+        description="Run a trainer and report its metrics, samples, heartbeat and log to searchlab over HTTP, "
+        "or (--spool-only, on a machine without searchlab) to a spool folder that manage.py replay_spool replays.",
     )
-    parser.add_argument("--url", required=True, help="searchlab's base URL, e.g. http://web:8000")
-    parser.add_argument("--run-id", type=int, required=True)
+    parser.add_argument("--url", help="searchlab's base URL, e.g. http://web:8000")
+    parser.add_argument("--run-id", type=int)
     parser.add_argument("--token-env", default=TOKEN_ENV, help="the variable holding the run's ingest token")
-    parser.add_argument("--run-dir", required=True, help="config.json, trainer.log and the spool go here")
+    parser.add_argument("--run-dir", help="config.json, trainer.log and the spool go here")
     parser.add_argument("--output-dir", required=True, help="the trainer's output_dir (metrics.jsonl, …)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between reports")
     parser.add_argument(
@@ -834,11 +837,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--files-from-env", action="store_true", help="write config.json/questions.jsonl first"
     )
+    detached = parser.add_argument_group("a machine without searchlab (trainer.spool)")
+    detached.add_argument(
+        "--spool-only", action="store_true", help="send nothing: every batch stays in --spool"
+    )
+    detached.add_argument("--spool", help="the spool folder (manifest.json, the batches, trainer.log)")
+    detached.add_argument("--config", help="the trainer's config JSON, recorded in the manifest")
+    detached.add_argument(
+        "--name", default="", help="the run's name in searchlab (default: the spool's name)"
+    )
+    detached.add_argument("--method", default="", help="default: the config's method")
+    detached.add_argument("--algorithm", default="", help="default: the config's algorithm")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trainer's argv")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("the trainer's command is required after --")
+    if args.spool_only:
+        return _main_detached(parser, args, command)
+    for option in ("url", "run_id", "run_dir"):
+        if getattr(args, option) is None:
+            parser.error(f"--{option.replace('_', '-')} is required (or --spool-only)")
     token = os.environ.get(args.token_env, "")
     if not token:
         parser.error(f"${args.token_env} is empty: the run's ingest token is required")
@@ -857,6 +876,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         interval=args.interval,
         drain_seconds=args.drain_seconds,
     )
+
+
+def _main_detached(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
+    """--spool-only: the manifest first (so even a crashed run's spool can become a run), the batches while the
+    trainer runs, the exit code and end time in the manifest last."""
+    from trainer import spool
+
+    if not args.spool or not args.config:
+        parser.error("--spool-only needs --spool DIR and --config (the trainer's config JSON)")
+    try:
+        config = spool.read_json_object(Path(args.config), args.config)
+    except spool.SpoolFileError as exc:
+        parser.error(f"--config: {exc}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    folder = Path(args.spool)
+    manifest = spool.manifest_for(
+        config,
+        name=args.name or folder.resolve().name,
+        command=command,
+        method=args.method,
+        algorithm=args.algorithm,
+        previous=spool.previous_manifest(folder),
+    )
+    spool.write_manifest(folder, manifest)
+    log_path = folder / spool.LOG_FILE
+    code = report_while_running(
+        command,
+        spool.SpoolWriter(folder),
+        OutputTailer(args.output_dir, log_path=log_path),
+        log_path=log_path,
+        interval=args.interval,
+        drain_seconds=0.0,
+    )
+    spool.finish_manifest(folder, manifest, code)
+    return code
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ class ImportForm(forms.Form):
     file = forms.FileField()
     name = forms.CharField(required=False, max_length=200, help_text="corpus or dataset name to create")
     run = forms.ModelChoiceField(
-        Run.objects.all(), required=False, help_text="trajectories: the run they belong to"
+        Run.objects.all(),
+        required=False,
+        help_text="trajectories: the run they belong to; run spool: the run to write into (default: a new run)",
     )
     dataset = forms.CharField(
         required=False, max_length=200, help_text="trajectories: dataset name to resolve question ids in"

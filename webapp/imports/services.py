@@ -143,6 +143,8 @@ def _import(job: ImportJob) -> int:
         ).question_count
     if job.kind == ImportJob.Kind.EXPERIMENT:
         return _experiment_import(job, display)
+    if job.kind == ImportJob.Kind.RUN_SPOOL:
+        return _spool_import(job, display)
     return trajectory_import(
         path=job.path,
         run_id=job.options.get("run_id"),
@@ -173,6 +175,24 @@ def _experiment_import(job: ImportJob, display: str) -> int:
     job.options = {**job.options, "experiment_id": experiment.pk}
     job.save(update_fields=["options"])
     return Trajectory.objects.filter(run__experiment_links__experiment=experiment).count()
+
+
+def _spool_import(job: ImportJob, display: str) -> int:
+    """A detached run's spool (webapp.training.spool_replay); the job keeps the run's id, and counts the metric
+    points and samples stored."""
+    from webapp.training.spool_replay import spool_archive_replay
+
+    result = spool_archive_replay(
+        Path(job.path), run_id=job.options.get("run_id"), user=job.created_by, label=display
+    )
+    job.options = {
+        **job.options,
+        "run_id": result.run_id,
+        "replay": result.lines()[0],
+        "refused": len(result.refused),
+    }
+    job.save(update_fields=["options"])
+    return result.metrics + result.samples
 
 
 def import_job_run(*, job_id: int) -> ImportJob:
