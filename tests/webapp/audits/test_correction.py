@@ -81,6 +81,17 @@ def test_the_compare_page_and_the_api_correct_both_runs_by_one_audit(researcher_
     assert [d["metric"] for d in body["differences"]] == ["OSR", "USR"]
     assert all(d["difference"] is None and d["reason"] for d in body["differences"])
     assert api_client.get(f"/api/v1/runs/{hiprag.pk}/corrected-rates/?baseline=x").status_code == 400
+    # The audit's API and exports name each judge version (and its model).
+    audit = Audit.objects.get(name__contains="demo")
+    sections = api_client.get(f"/api/v1/audits/{audit.pk}/agreement/").json()["detectors"]
+    assert {(d["judge_model"], d["judge_version"].split("@")[0]) for d in sections} == {
+        ("team-labels", "imported·team-labels"),
+        ("scripted-judge", "scripted-judge·hiprag-prompt"),
+    }
+    from webapp.audits.export import table_rows
+
+    rows = list(table_rows(audit, "verdicts"))
+    assert {row["judge_version"] for row in rows} == {d["judge_version"] for d in sections}
     assert api_client.get("/api/v1/runs/999999/corrected-rates/").status_code == 404
 
 
