@@ -60,7 +60,11 @@ def restored_environment() -> Any:
 
 @pytest.mark.slow  # a Python process importing Trackio per stored batch (about 2 s each)
 def test_an_external_runs_stored_metrics_reach_its_trackio_run(
-    settings: Any, tmp_path: Path, django_capture_on_commit_callbacks: Any, restored_environment: Any
+    settings: Any,
+    tmp_path: Path,
+    django_capture_on_commit_callbacks: Any,
+    restored_environment: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     pytest.importorskip("trackio")
     settings.TRAINING_RUNS_DIR = tmp_path / "runs"
@@ -87,5 +91,5 @@ def test_an_external_runs_stored_metrics_reach_its_trackio_run(
     from trackio.sqlite_storage import SQLiteStorage
 
     logs = SQLiteStorage.get_logs(trackers.PROJECT, f"run-{run.pk}")
-    assert [(row["step"], row["reward/mean"]) for row in logs] == [(1, 0.2), (2, 0.6)]
+    assert [(row["step"], row["reward/mean"]) for row in logs] == [(1, 0.2), (2, 0.6)], caplog.text
     assert not (tmp_path / "runs" / str(local.pk)).exists()
