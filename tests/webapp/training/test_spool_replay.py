@@ -274,3 +274,43 @@ def test_spool_only_needs_a_spool_and_the_config(tmp_path: Path) -> None:
         main(["--spool-only", "--output-dir", str(tmp_path), "--", "true"])
     with pytest.raises(SystemExit):
         main(["--output-dir", str(tmp_path), "--", "true"])  # without --spool-only, --url is required
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_tiny_model_trained_detached_on_cpu_arrives_by_replay(
+    tmp_path: Path, researcher_client: Any
+) -> None:
+    """python -m trainer.train on the tiny random Llama (2 GRPO steps, scripted rollouts) under the detached report
+    client, its spool replayed: the run page has the trainer's curves and samples (25–40 s on 2 shared cores)."""
+    pytest.importorskip("torch")
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "output_dir": str(tmp_path / "run"),
+                "method": "hiprag",
+                "model": {"path": "tiny-random", "torch_threads": 1},
+                "training": {"max_steps": 2, "per_device_train_batch_size": 4, "num_generations": 2},
+                "logging": {"sample_every": 1, "samples_per_log": 2},
+            }
+        )
+    )
+    folder = tmp_path / "spool"
+    command = [sys.executable, "-m", "trainer.report_client", "--spool-only", "--spool", str(folder)]
+    command += ["--config", str(config), "--output-dir", str(tmp_path / "run"), "--interval", "0.5"]
+    command += ["--", sys.executable, "-m", "trainer.train", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    printed = _replay(folder)
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.FINISHED and "0 refused" in printed
+    steps = set(MetricPoint.objects.filter(run=run, key="reward/mean").values_list("step", flat=True))
+    assert steps == {1, 2}
+    samples = Trajectory.objects.filter(run=run).count()
+    assert samples >= 2 and f"{samples} samples stored" in printed
+    page = researcher_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "reward/mean" in page and "tiny-random" in page
