@@ -26,7 +26,7 @@ from typing import Any
 from scoring.formats import PARSERS
 from scoring.metrics import cover_exact_match, exact_match, token_f1
 from scoring.rewards.result import Reward
-from scoring.scorer import METHODS, BatchItem, Scored, ScoringInputError, score, score_batch
+from scoring.scorer import METHODS, BatchItem, Scored, ScoringInputError, method_params, score_batch
 from scoring.trajectory import StepKind, Trajectory
 from scoring.verdicts import MissingVerdict, Verdict
 from trainer.config import ConfigError
@@ -195,14 +195,11 @@ class MethodReward:
 
     def _check_params(self) -> None:
         """Fail at start-up, naming the field, on a weight scoring rejects (not at the first batch)."""
-        probe_judgements: dict[str, Any] = {"n_ref_steps": 0} if self.method == "search_p1" else {}
         try:
-            score(self.method, "", ["x"], params=self._params_at(0, 1), judgements=probe_judgements)
+            method_params(self.method, self._params_at(0, 1))
         except ScoringInputError as exc:
-            if exc.field.startswith("params."):
+            if exc.field.startswith("params"):
                 raise ConfigError(f"reward.{exc.field}", exc.message) from None
-        except MissingVerdict:
-            pass  # judge outcomes are missing from the probe, as expected
 
     def _params_at(self, step: int, total_steps: int) -> dict[str, Any]:
         if self.method != "tiresrag":

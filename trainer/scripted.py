@@ -13,7 +13,7 @@ The lead replaces both with agent/'s per-method rollout loops through ``rollout.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -63,41 +63,68 @@ def _search_p1(query: str, answer: str, searches: int) -> list[tuple[str, bool]]
     return parts
 
 
+Script = Callable[[random.Random, str, str, str, int], tuple[list[tuple[str, bool]], dict[str, Any]]]
+
+
+def _hiprag_script(
+    rng: random.Random, query: str, answer: str, gold: str, searches: int
+) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+    flags = [rng.random() < 0.3 for _ in range(max(searches, 1))]  # one detector verdict per step
+    return _hiprag(query, answer, searches), {"step_flags": flags}
+
+
+def _search_p1_script(
+    rng: random.Random, query: str, answer: str, gold: str, searches: int
+) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+    steps = rng.randint(0, 1)
+    evaluation = {
+        "planner_score": rng.choice((0.2, 0.6, 1.0, 1.2)),
+        "model_plan_steps": 1,
+        "effective_steps_self": steps,
+        "effective_steps_ref": rng.randint(0, 2),
+        "outcome_accuracy_score": float(answer == gold),
+        "outcome_reasoning_score": rng.choice((0.0, 0.5, 1.0)),
+    }
+    return _search_p1(query, answer, searches), {"n_ref_steps": 2, "evaluation": evaluation}
+
+
+def _search_r1_script(
+    rng: random.Random, query: str, answer: str, gold: str, searches: int
+) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+    return _interleaved(query, answer, searches, reflect=False), {}
+
+
+def _autosearch_script(
+    rng: random.Random, query: str, answer: str, gold: str, searches: int
+) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+    parts = _interleaved(query, answer, searches, reflect=False)
+    return parts, {"intermediate_answers": [rng.choice((gold, WRONG_ANSWER)) for _ in range(searches)]}
+
+
+def _tiresrag_script(
+    rng: random.Random, query: str, answer: str, gold: str, searches: int
+) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+    parts = _interleaved(query, answer, searches, reflect=rng.random() < 0.5)
+    return parts, {"sufficiency": rng.random() < 0.6, "thinking": round(rng.random(), 2)}
+
+
+# Each method's canned trajectory and the judge outcomes its reward reads (scoring.scorer.METHODS[m].judgements).
+SCRIPTS: dict[str, Script] = {
+    "search_r1": _search_r1_script,
+    "hiprag": _hiprag_script,
+    "autosearch": _autosearch_script,
+    "search_p1": _search_p1_script,
+    "tiresrag": _tiresrag_script,
+}
+
+
 def scripted_parts(
     method: str, rng: random.Random, gold: str
 ) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
     """One canned trajectory as (text, is_model) parts, and judge outcomes for it."""
     answer = gold if rng.random() < 0.5 else WRONG_ANSWER
     searches = rng.randint(0, 2)
-    query = "capital of France"
-    judgements: dict[str, Any]
-    if method == "hiprag":
-        parts = _hiprag(query, answer, searches)
-        judgements = {"step_flags": [rng.random() < 0.3 for _ in range(max(searches, 1))]}
-    elif method == "search_p1":
-        parts = _search_p1(query, answer, searches)
-        steps = rng.randint(0, 1)
-        judgements = {
-            "n_ref_steps": 2,
-            "evaluation": {
-                "planner_score": rng.choice((0.2, 0.6, 1.0, 1.2)),
-                "model_plan_steps": 1,
-                "effective_steps_self": steps,
-                "effective_steps_ref": rng.randint(0, 2),
-                "outcome_accuracy_score": float(answer == gold),
-                "outcome_reasoning_score": rng.choice((0.0, 0.5, 1.0)),
-            },
-        }
-    else:
-        reflect = method == "tiresrag" and rng.random() < 0.5
-        parts = _interleaved(query, answer, searches, reflect)
-        if method == "autosearch":
-            judgements = {"intermediate_answers": [rng.choice((gold, WRONG_ANSWER)) for _ in range(searches)]}
-        elif method == "tiresrag":
-            judgements = {"sufficiency": rng.random() < 0.6, "thinking": round(rng.random(), 2)}
-        else:
-            judgements = {}
-    return parts, judgements
+    return SCRIPTS[method](rng, "capital of France", answer, gold, searches)
 
 
 def _gold(row: Any) -> str:
