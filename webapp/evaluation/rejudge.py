@@ -72,6 +72,11 @@ def rejudge_judge_check(judge: Mapping[str, Any]) -> dict[str, Any]:
             if not low <= value <= high:
                 raise ValidationError({name: f"expected a number from {low} to {high}"})
             settings[name] = value
+    if judge.get("max_tokens") is not None:
+        tokens = judge["max_tokens"]
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 32768:
+            raise ValidationError({"max_tokens": "expected a whole number from 1 to 32768"})
+        settings["max_tokens"] = tokens
     if judge.get("max_retries") is not None:
         retries = judge["max_retries"]
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
@@ -83,7 +88,11 @@ def rejudge_judge_check(judge: Mapping[str, Any]) -> dict[str, Any]:
 def _version_spec(run: Run, judge: Mapping[str, Any]) -> dict[str, Any]:
     if judge["kind"] == "evidence":
         return judge_spec(method=run.method, judge_model=evidence.JUDGE_MODEL, settings={"judge": "evidence"})
-    sampling = {"kind": "openai", "temperature": judge.get("temperature", 0.0)}
+    sampling = {
+        "kind": "openai",
+        "temperature": judge.get("temperature", 0.0),
+        "max_tokens": judge.get("max_tokens"),
+    }
     return judge_spec(method=run.method, judge_model=judge["model"], settings=sampling)
 
 
@@ -121,6 +130,7 @@ def _openai_judge(settings: Mapping[str, Any]) -> ChatJudge:
         timeout=float(settings.get("timeout", 60.0)),
         max_retries=int(settings.get("max_retries", 4)),
         temperature=float(settings.get("temperature", 0.0)),
+        max_tokens=settings.get("max_tokens"),
     )
     return OpenAIJudge(endpoint, stats=JudgeStats())
 
