@@ -19,12 +19,22 @@ between steps, and so would the cache), for a whole evaluation otherwise.
 Log-probabilities (``logprobs=True``) come from one extra teacher-forced forward pass per row over prompt and
 completion, at the sampling temperature as TRL computes them — one forward pass against the ``n`` sequential ones
 of generation, so it costs little; off by default (evaluation does not need them, the trainer does).
+
+**Stop criteria, built once.** ``generate(stop_strings=..., tokenizer=...)`` builds a ``StopStringCriteria`` on every
+call, and its cache key is the tokenizer's ``get_vocab()``, whose order changes from call to call on a fast
+tokenizer, so transformers' cache never hits and every call re-embeds the whole vocabulary (0.27–0.54 s a call for
+SmolLM2 on a CPU; several calls per rollout batch). :func:`stop_criteria` builds the criterion once per tokenizer
+and tuple of stop strings and keeps it as long as the tokenizer lives; ``generate`` gets it as
+``stopping_criteria=``, which stops at the same tokens (tests/agent/test_tiny_model.py compares the two;
+bench/experiment3_stop_criteria.py times them). A tokenizer given new tokens after its first use would need a new
+criterion: none of searchlab's paths adds tokens after loading.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +45,26 @@ from agent.backends import Generation, Message, chatml, first_stop
 MIN_SHARED_PREFIX = 48
 # Prefix caches kept: a rollout's prompt prefix, and a judge's when the policy judges itself in between.
 PREFIX_CACHE_SIZE = 2
+
+
+# tokenizer -> stop strings -> its StopStringCriteria (a weak key: a criterion lives as long as its tokenizer).
+_STOP_CRITERIA: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], Any]] = weakref.WeakKeyDictionary()
+_STOP_CRITERIA_LOCK = threading.Lock()
+
+
+def stop_criteria(tokenizer: Any, stop: Sequence[str]) -> Any:
+    """The ``StopStringCriteria`` of ``stop`` for ``tokenizer``, built on the first call and reused after."""
+    from transformers import StopStringCriteria
+
+    key = tuple(stop)
+    with _STOP_CRITERIA_LOCK:
+        try:
+            built = _STOP_CRITERIA.setdefault(tokenizer, {})
+        except TypeError:  # a tokenizer that takes no weak reference: built every call, as generate would
+            return StopStringCriteria(tokenizer=tokenizer, stop_strings=list(key))
+        if key not in built:
+            built[key] = StopStringCriteria(tokenizer=tokenizer, stop_strings=list(key))
+        return built[key]
 
 
 def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
@@ -55,6 +85,9 @@ class TransformersBackend:
     # False: every row encodes its whole context every call, as before the shared-prefix cache (a benchmark's
     # baseline: bench/rollout.py --engine prefix, bench/training.py --no-prefix-cache).
     reuse_prefix: bool = True
+    # False: ``generate`` builds its stop criteria every call from ``stop_strings=`` (transformers' own path; a
+    # benchmark's and a test's baseline: bench/experiment3_stop_criteria.py).
+    reuse_stop_criteria: bool = True
 
     def __init__(
         self,
@@ -195,7 +228,11 @@ class TransformersBackend:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if stop:
+        if stop and self.reuse_stop_criteria:
+            from transformers import StoppingCriteriaList
+
+            kwargs["stopping_criteria"] = StoppingCriteriaList([stop_criteria(self.tokenizer, stop)])
+        elif stop:
             kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         with torch.inference_mode():
             if prefix:

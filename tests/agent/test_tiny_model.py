@@ -157,3 +157,31 @@ def test_the_shared_prefix_length() -> None:
     assert shared_prefix_length([[5, 6]]) == 2
     assert shared_prefix_length([[1], [2]]) == 0
     assert shared_prefix_length([]) == 0
+
+
+@pytest.mark.slow  # 2-6 s on a shared two-core machine
+def test_stop_criteria_built_once_stop_where_generate_s_own_would(tiny_backend: Any) -> None:
+    """The criterion built once (``stopping_criteria=``) and the one ``generate`` builds from ``stop_strings=``
+    every call give the same tokens, finish and stop reasons, sampled and greedy; the built one is kept."""
+    from agent.backend_transformers import stop_criteria
+
+    prompts = ["<think> I need", "Paris is the capital and", "<search> capital"]
+    stop = ("e", "</search>", "an")
+
+    def generate(reuse: bool, **kwargs: Any) -> list[Any]:
+        tiny_backend.reuse_stop_criteria, tiny_backend.logprobs = reuse, False
+        try:
+            return tiny_backend.generate(prompts, stop=stop, max_new_tokens=20, **kwargs)
+        finally:
+            tiny_backend.reuse_stop_criteria, tiny_backend.logprobs = True, True
+
+    for kwargs in ({"temperature": 1.0, "seed": 3}, {}):
+        built_once, per_call = generate(True, **kwargs), generate(False, **kwargs)
+        assert [(g.token_ids, g.finish_reason, g.stop_reason) for g in built_once] == [
+            (g.token_ids, g.finish_reason, g.stop_reason) for g in per_call
+        ]
+        assert kwargs == {} or any(
+            g.finish_reason == "stop" for g in built_once
+        )  # a stop string did stop a row
+    assert stop_criteria(tiny_backend.tokenizer, stop) is stop_criteria(tiny_backend.tokenizer, list(stop))
+    assert stop_criteria(tiny_backend.tokenizer, stop) is not stop_criteria(tiny_backend.tokenizer, ("zz",))
