@@ -1,13 +1,14 @@
 """A training run with validation every step and two trackers, read back from its metrics file, Trackio and MLflow.
 
-    python bench/trackers_validation.py [--steps 3] [--questions 4] [--keep DIR]
+    python bench/trackers_validation.py [--steps 3] [--questions 4] [--keep DIR] [--baseline]
 
 Runs ``python -m trainer.train`` on a config of the tiny random model (so it fits a CPU in a minute) with the real
 pieces around it: HiPRAG's agent rollout against the wiki_multihop BM25 index, the evidence judge,
 ``validation.every_steps = 1`` over the last ``--questions`` questions of wiki_multihop (held out of training) and
 ``trackers = ["trackio", "mlflow"]``. It then reads the run back three ways — ``metrics.jsonl`` (what the web app
 plots), Trackio's database and MLflow's file store under ``<output_dir>/trackers/`` — and prints, per step, the
-training reward and the held-out metrics from each, then the wall time of the run. The tiny model writes no answer,
+training reward and the held-out metrics from each, then the wall time of the run (``--baseline``: also of the same
+run without validation or trackers, run first). The tiny model writes no answer,
 so its accuracies are 0; the point is that every value reaches every tracker, step for step.
 
 The index is ``$SEARCHLAB_MODEL_CACHE/retrieval/indexes/wiki_multihop-bm25`` (``make demo`` builds it).
@@ -35,7 +36,8 @@ QUESTIONS = SHARED / "data" / "wiki_multihop" / "questions.jsonl"
 KEYS = ("reward/mean", "val/cem", "val/acc", "val/average_searches", "val/osr")
 
 
-def config(output_dir: Path, steps: int, questions: int) -> dict[str, Any]:
+def config(output_dir: Path, steps: int, questions: int, *, plain: bool = False) -> dict[str, Any]:
+    """The run's config; ``plain``: the same run without validation or trackers (the baseline)."""
     return {
         "output_dir": str(output_dir),
         "method": "hiprag",
@@ -56,9 +58,27 @@ def config(output_dir: Path, steps: int, questions: int) -> dict[str, Any]:
             "learning_rate": 1e-3,
         },
         "logging": {"sample_every": 0},
-        "validation": {"every_steps": 1, "questions": questions},
-        "trackers": ["trackio", "mlflow"],
+        "validation": {"every_steps": 0 if plain else 1, "questions": questions},
+        "trackers": [] if plain else ["trackio", "mlflow"],
     }
+
+
+def train(root: Path, values: dict[str, Any]) -> float:
+    """``python -m trainer.train`` on ``values``; its wall time in seconds (exits on a failed run)."""
+    path = root / "config.json"
+    path.write_text(json.dumps(values, indent=2))
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer.train", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        print(done.stderr[-4000:], file=sys.stderr)
+        sys.exit(done.returncode)
+    return time.perf_counter() - started
 
 
 def read_back(output_dir: Path, run_name: str) -> dict[str, dict[tuple[int, str], float]]:
@@ -95,6 +115,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--questions", type=int, default=4, help="held-out questions")
     parser.add_argument("--keep", help="write the run here instead of a temporary folder")
+    parser.add_argument(
+        "--baseline", action="store_true", help="first run the same config without validation or trackers"
+    )
     args = parser.parse_args()
     if not INDEX.is_dir():
         print(f"no index at {INDEX}: run `make demo` once (it builds it)", file=sys.stderr)
@@ -102,20 +125,12 @@ def main() -> int:
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="trackers-validation-"))
     output_dir = root / "1" / "output"  # a web-app run's layout: its tracker run is run-1
     output_dir.mkdir(parents=True, exist_ok=True)
-    path = root / "config.json"
-    path.write_text(json.dumps(config(output_dir, args.steps, args.questions), indent=2))
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "trainer.train", str(path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    seconds = time.perf_counter() - started
-    if done.returncode:
-        print(done.stderr[-4000:], file=sys.stderr)
-        return done.returncode
+    baseline = None
+    if args.baseline:
+        plain = root / "baseline" / "output"
+        plain.mkdir(parents=True, exist_ok=True)
+        baseline = train(plain.parent, config(plain, args.steps, args.questions, plain=True))
+    seconds = train(root, config(output_dir, args.steps, args.questions))
     found = read_back(output_dir, "run-1")
     print(f"run folder: {output_dir}")
     print(f"{'step':>4}  {'key':<22} {'metrics.jsonl':>14} {'trackio':>10} {'mlflow':>10}")
@@ -132,6 +147,8 @@ def main() -> int:
     print(
         f"wall time of python -m trainer.train ({args.steps} steps, validation every step): {seconds:.1f} s"
     )
+    if baseline is not None:
+        print(f"the same run without validation or trackers: {baseline:.1f} s")
     return 1 if missing else 0
 
 
