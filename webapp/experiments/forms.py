@@ -27,6 +27,7 @@ from webapp.experiments.specs import (
     parse_arm,
 )
 from webapp.runs.models import Method
+from webapp.training import executors
 
 _D = DEFAULTS
 # The knobs, named as the command's options; each a trainer.config field (type, help), at the experiment's default.
@@ -143,9 +144,20 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         help_text="vllm: about 4× faster evaluations on this CPU; the worker needs the vLLM stack (make vllm).",
     )
     resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
+    executor = forms.ChoiceField(
+        label="training runs on",
+        choices=(),  # executors.executor_choices(), read when the form is made: ray once RAY_ADDRESS is set
+        initial=_D.executor,
+        required=False,
+        help_text="local: a subprocess of the experiment's worker; ray: each arm's training is a job on the Ray "
+        "cluster (RAY_ADDRESS). Evaluations run in the worker either way.",
+    )
 
     def clean_eval_engine(self) -> str:
         return str(self.cleaned_data.get("eval_engine") or _D.eval_engine)
+
+    def clean_executor(self) -> str:
+        return str(self.cleaned_data.get("executor") or _D.executor)
 
     fieldsets = (
         ("Arms and start", ("name", "methods", "arms", "baseline", "model_path")),
@@ -165,6 +177,7 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         ("Judge", ("judge", "judge_base_url", "judge_model", "judge_api_key_env")),
         ("Training and budgets (training and evaluation)", BUDGETS),
         ("Screen of the training questions", SCREEN_FIELDS),
+        ("Where it trains", ("executor",)),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -172,6 +185,7 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         from webapp.training.config import available_models
 
         self.known_models = available_models()
+        self.fields["executor"].choices = executors.executor_choices()  # type: ignore[attr-defined]
         index = self.fields["index"].queryset.order_by("-pk").first()  # type: ignore[attr-defined]
         if index is not None:
             self.fields["index"].initial = index.pk

@@ -4,8 +4,9 @@
 Execution is a fixed list of stages (:func:`experiment_stages`): the start model evaluated in every method's
 format, then per method (the baseline first) a training run and the evaluation of the model it saved. Each stage is
 an ordinary run made by the project's own services — a train run supervised by ``webapp.training.supervisor``
-(``python -m trainer.train CONFIG`` as a subprocess, metrics and samples ingested), an eval run executed by
-``webapp.evaluation.services`` — linked to the experiment by an :class:`ExperimentRun` row.
+(``python -m trainer.train CONFIG`` as a subprocess, metrics and samples ingested; or, with the spec's executor
+``ray``, a Ray job the supervisor submits and follows), an eval run executed by ``webapp.evaluation.services`` in
+this process — linked to the experiment by an :class:`ExperimentRun` row.
 
 Resuming is executing again: a stage whose run finished is reused; a stage whose run did not finish (the process
 was killed, the trainer crashed) gets a new run, the old one is marked crashed (its orphaned trainer, if still
@@ -19,6 +20,7 @@ import logging
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
@@ -50,7 +52,8 @@ from webapp.experiments.stage_specs import (
     training_dataset,
 )
 from webapp.runs.models import Run
-from webapp.runs.services import run_mark_finished
+from webapp.training import executors
+from webapp.training.models import TrainingProcess
 from webapp.training.services import training_run_create
 
 logger = logging.getLogger(__name__)
@@ -154,7 +157,8 @@ def _start_model(experiment: Experiment, spec: ExperimentSpec) -> str:
 
 
 def _create_train_run(experiment: Experiment, spec: ExperimentSpec, arm: Arm, model: str) -> Run:
-    """A pending train run made by the training app's own service, supervised here instead of by a Celery task."""
+    """A pending train run made by the training app's own service, supervised here instead of by a Celery task, on
+    the spec's executor (a ``ray`` run is submitted as a Ray job by the supervisor)."""
     index = Index.objects.get(pk=spec.index_id)
     return training_run_create(
         user=experiment.created_by,
@@ -163,7 +167,21 @@ def _create_train_run(experiment: Experiment, spec: ExperimentSpec, arm: Arm, mo
         dataset=training_dataset(experiment, spec),
         index=index,
         enqueue=False,
+        executor=spec.executor,
     )
+
+
+def _ray_job(run: Run) -> TrainingProcess | None:
+    """The run's process row when its trainer is (or was) a Ray job."""
+    return TrainingProcess.objects.filter(run_id=run.pk, executor=executors.RAY).first()
+
+
+def trained_model_dir(run: Run) -> Path:
+    """Where a train run's trainer saved its model: the run's output folder; for a Ray job, its folder on the
+    cluster's node (``RAY_RUNS_DIR``/<id>/output, the runs folder when unset), which this worker must read too."""
+    if _ray_job(run) is not None:
+        return Path(executors.job_config(run)["output_dir"])
+    return Path(run.config["output_dir"])
 
 
 def _link(experiment: Experiment, stage: Stage) -> ExperimentRun | None:
@@ -199,15 +217,32 @@ def stage_attach(experiment: Experiment, stage: Stage, position: int, run: Run) 
 
 
 def _supervised(run: Run) -> Run:
-    """Supervise a train run here (``python -m trainer.train`` as a subprocess) to its end; a run that finished
-    without saving a model failed."""
+    """Supervise a train run here to its end (``python -m trainer.train`` as a subprocess, or its Ray job followed
+    through Ray's Jobs API); a run that finished without a model this worker can read failed."""
     from webapp.training.supervisor import supervise
 
     supervise(run.pk)
     run = Run.objects.get(pk=run.pk)
-    if run.status == Run.Status.FINISHED and not (Path(run.config["output_dir"]) / "config.json").is_file():
-        return run_mark_finished(run_id=run.pk, status=Run.Status.FAILED, error="the trainer saved no model")
+    folder = trained_model_dir(run)
+    if run.status == Run.Status.FINISHED and not (folder / "config.json").is_file():
+        where = " (a Ray job's RAY_RUNS_DIR must be storage this worker reads)" if _ray_job(run) else ""
+        error = f"the trainer saved no model in {folder}{where}"
+        # run_mark_finished keeps the first final status: a finished run is turned failed here
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error=error)
+        return Run.objects.get(pk=run.pk)
     return run
+
+
+def _abandon(run: Run, experiment_id: int) -> None:
+    """A stage's unfinished run left by a dead process: its Ray job, if it still runs, is stopped through Ray
+    (nothing else would), then the run is abandoned as a local one is."""
+    process = _ray_job(run) if run.is_active else None
+    if process is not None and process.job_id:
+        try:
+            executors.job_client().stop_job(process.job_id)
+        except Exception:  # the cluster is unreachable, or the job is gone: the run is marked crashed anyway
+            logger.warning("run %s: cannot stop Ray job %s", run.pk, process.job_id, exc_info=True)
+    stage_abandon(run, experiment_id)
 
 
 def _run_stage(
@@ -222,8 +257,11 @@ def _run_stage(
         with transaction.atomic():
             run = _create_train_run(experiment, spec, spec.arm(stage.arm), start_model)
             stage_attach(experiment, stage, position, run)
+        where = f" as a Ray job on {settings.RAY_ADDRESS}" if spec.executor == executors.RAY else ""
         experiment_log(
-            experiment.pk, f"training {stage.arm} from {start_model}: run #{run.pk}, {spec.steps} steps", say
+            experiment.pk,
+            f"training {stage.arm} from {start_model}{where}: run #{run.pk}, {spec.steps} steps",
+            say,
         )
         return _supervised(run)
     start = Stage(ExperimentRun.Role.START_EVAL.value, stage.method, "")
@@ -236,7 +274,7 @@ def _run_stage(
         arm = spec.arm(stage.arm)
         train = _link(experiment, Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name))
         assert train is not None  # its stage came first
-        model, label = str(train.run.config["output_dir"]), "trained"
+        model, label = str(trained_model_dir(train.run)), "trained"
         # The baseline arm's trained model is compared with its start, every other arm with the trained baseline.
         baseline = spec.arm(spec.baseline)
         base = _link(
@@ -301,7 +339,7 @@ def experiment_execute(*, experiment_id: int, say: Say | None = None) -> Experim
                     f"{link.run.status}, restarting it",
                     say,
                 )
-                stage_abandon(link.run, experiment_id)
+                _abandon(link.run, experiment_id)
             run = _run_stage(experiment, spec, stage, position, start_model, say)
             if run.status != Run.Status.FINISHED:
                 error = f"stage {stage.label}: run #{run.pk} {run.status}: {run.error}".strip()

@@ -57,6 +57,7 @@ def _spec(form: ExperimentForm) -> ExperimentSpec:
         **{name: data[name] for name in SCREEN_FIELDS if data.get(name) is not None},
         eval_engine=data["eval_engine"],
         resamples=data["resamples"],
+        executor=data["executor"],
     )
     services.training_config_check(spec)
     return spec

@@ -35,6 +35,7 @@ from webapp.experiments.specs import (
     knob_name,
     parse_arm,
 )
+from webapp.training import executors
 
 _D = DEFAULTS
 
@@ -158,6 +159,13 @@ class Command(BaseCommand):
             help="the evaluations' engine: vllm needs `make vllm` (run this command with .venv-vllm/bin/python)",
         )
         parser.add_argument("--resamples", type=int, default=_D.resamples, help="bootstrap resamples")
+        parser.add_argument(
+            "--executor",
+            choices=executors.EXECUTORS,
+            default=_D.executor,
+            help="where each arm's training runs: local (a subprocess of this process) or ray (a job on the Ray "
+            "cluster at RAY_ADDRESS, reporting to TRAINING_INGEST_URL); evaluations run here either way",
+        )
         parser.add_argument("--name", default="")
         parser.add_argument("--user", default="", help="username recorded as the creator")
         parser.add_argument(
@@ -230,6 +238,7 @@ class Command(BaseCommand):
                 **{name: options[name] for name in SCREEN_FIELDS},
                 eval_engine=options["eval_engine"],
                 resamples=options["resamples"],
+                executor=options["executor"],
             )
             services.training_config_check(spec)
             return services.experiment_create(user=user, spec=spec, name=options["name"], enqueue=False)
