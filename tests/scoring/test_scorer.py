@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scoring.scorer import METHODS, ScoringInputError, score
+from scoring.scorer import ScoringInputError, score
 from scoring.verdicts import MissingVerdict
 
 HIPRAG_TWO_STEPS = (
@@ -112,12 +112,6 @@ def test_it_needs_no_verdicts_when_the_answer_is_wrong() -> None:
 def test_it_needs_a_list_of_gold_strings(golds: Any) -> None:
     with pytest.raises(ScoringInputError, match="golden_answers"):
         score("search_r1", SEARCHR1_ONE_SEARCH, golds)
-
-
-def test_it_knows_every_format_it_names() -> None:
-    from scoring.formats import PARSERS
-
-    assert {spec.format for spec in METHODS.values()} == set(PARSERS)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,103 @@
+"""Every table keyed by reward method covers scoring.scorer.METHODS, so a new method cannot be half-added.
+
+A table that holds every method must hold exactly METHODS' names. A table that holds some of them (a property only
+some methods have) is listed with the methods it leaves out and why; a pair of tables that split the methods between
+them must cover METHODS without overlap. docs/architecture.md ("Adding a reward method") lists the files.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import fields
+from typing import Any
+
+import pytest
+
+import trainer.scripted  # noqa: F401  (imports torch: once, while collecting, not inside a test's time)
+from scoring.params import param_help, param_specs
+from scoring.scorer import METHODS
+
+# Tables with one entry per method: "module:attribute".
+EVERY_METHOD = [
+    "scoring.formats:PARSERS",  # a method's trajectory format is parsed by its own parser
+    "scoring.synthetic:GENERATORS",
+    "scoring.bench:METHODS",
+    "agent.rollout:PAPER_CONFIGS",
+    "agent.rollout_methods:METHODS",
+    "trainer.demonstrations:TURNS",
+    "trainer.scripted:SCRIPTS",
+    "trainer.config:METHODS",
+    "webapp.common.methods:LABELS",
+    "webapp.common.methods:METHOD_NAMES",
+]
+
+# Tables with the methods that have some property, and the methods they leave out (with why).
+SOME_METHODS = [
+    # Search-R1's reward reads no judge outcome (scoring.scorer.METHODS["search_r1"].judgements is empty).
+    ("agent.evaluate:JUDGEMENTS", {"search_r1"}),
+    # AutoSearch's intermediate answers are the policy's own, Search-R1 reads no judge outcome: no LLM judge work.
+    ("agent.evaluate:LLM_JUDGE_WORK", {"search_r1", "autosearch"}),
+    # Only Search-P1's judge needs a reference plan per question (Algorithm 1).
+    ("agent.evaluate:REFERENCE_PLAN_METHODS", {"search_r1", "hiprag", "autosearch", "tiresrag"}),
+    # The released reward code (verl_reward's reference mode) exists for Search-R1 and HiPRAG only.
+    ("trainer.verl_reward:REFERENCE_METHODS", {"autosearch", "search_p1", "tiresrag"}),
+    # The evidence judge implements HiPRAG's detectors (Search-R1's over-search too); AutoSearch needs no judge.
+    ("webapp.common.methods:EVIDENCE_JUDGE_METHODS", {"autosearch", "search_p1", "tiresrag"}),
+    # Search-P1's path evaluation and TIRESRAG's sufficiency and thinking judges need an LLM.
+    ("webapp.common.methods:LLM_JUDGE_METHODS", {"search_r1", "hiprag", "autosearch"}),
+]
+
+# Pairs of tables that split the methods between them.
+SPLITS = [("scoring.chat_scoring:CHAT_METHODS", "scoring.chat_scoring:NOT_APPLICABLE")]
+
+
+def _keys(path: str) -> set[str]:
+    module, name = path.split(":")
+    table: Any = getattr(importlib.import_module(module), name)
+    keys = set(table)
+    assert len(keys) == len(table), f"{path} names a method twice"
+    return keys
+
+
+@pytest.mark.parametrize("path", EVERY_METHOD)
+def test_a_table_of_every_method_holds_exactly_the_scorers_methods(path: str) -> None:
+    assert _keys(path) == set(METHODS), path
+
+
+@pytest.mark.parametrize(("path", "left_out"), SOME_METHODS)
+def test_a_table_of_some_methods_leaves_out_only_the_named_ones(path: str, left_out: set[str]) -> None:
+    assert _keys(path) == set(METHODS) - left_out, path
+
+
+def test_judgement_builders_are_the_methods_whose_reward_reads_judge_outcomes() -> None:
+    assert _keys("agent.evaluate:JUDGEMENTS") == {m for m, spec in METHODS.items() if spec.judgements}
+
+
+@pytest.mark.parametrize(("first", "second"), SPLITS)
+def test_two_tables_split_the_methods_without_overlap(first: str, second: str) -> None:
+    one, other = _keys(first), _keys(second)
+    assert not one & other, (first, second)
+    assert one | other == set(METHODS), (first, second)
+
+
+def test_the_web_apps_method_choices_are_the_scorers_methods() -> None:
+    from webapp.runs.models import Method
+
+    assert list(Method.values) == list(METHODS)
+
+
+def test_each_method_names_its_own_format() -> None:
+    assert all(spec.format == name for name, spec in METHODS.items())
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_each_method_declares_its_weights_with_a_default_a_range_and_help(method: str) -> None:
+    spec = METHODS[method]
+    assert spec.params == tuple(f.name for f in fields(spec.params_type))
+    for name, (default, declared) in param_specs(spec.params_type).items():
+        assert declared.help and param_help(spec.params_type, name).startswith(declared.help), (method, name)
+        if declared.kind == "choice":
+            assert default in declared.choices, (method, name)
+        elif default is not None:
+            assert declared.low <= default <= declared.high, (method, name)
+    assert spec.read_params(None) == spec.params_type()  # every weight has its default
