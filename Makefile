@@ -72,6 +72,7 @@ vllm: $(VLLM_VENV)/.installed
 vllm-test: $(VLLM_VENV)/.installed
 	$(VLLM_PY) -m pytest -m vllm tests/agent
 	$(VLLM_PY) -m pytest -m vllm tests/trainer
+	$(VLLM_PY) -m pytest -m vllm tests/webapp/evaluation/test_rejudge_vllm.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) var .mypy_cache .ruff_cache .pytest_cache
