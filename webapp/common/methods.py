@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scoring.params import param_help
 from scoring.scorer import METHODS
 
 LABELS = {
@@ -30,4 +31,12 @@ def evidence_judge_problem(methods: Iterable[str]) -> str | None:
     return (
         f"the evidence judge implements HiPRAG's over-/under-search detectors only; {', '.join(needs_llm)} "
         "needs an LLM judge (an endpoint, or the policy on a CPU demo)"
+    )
+
+
+def weight_help(name: str) -> str:
+    """A form's help for a weight several methods share (``lambda_f``): each method's own declaration in
+    scoring.params (what it weighs, the paper's equation, its default and range)."""
+    return " ".join(
+        f"{param_help(spec.params_type, name)}." for spec in METHODS.values() if name in spec.params
     )

@@ -29,7 +29,7 @@ from webapp.common.config_form import (
 )
 from webapp.common.fieldsets import FieldsetsMixin
 from webapp.common.judge_options import JudgeEndpointFields
-from webapp.common.methods import METHOD_CHOICES, evidence_judge_problem
+from webapp.common.methods import METHOD_CHOICES, evidence_judge_problem, weight_help
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.training.config import default_model_path, judge_option, run_config, warm_start_values
@@ -151,8 +151,8 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
         initial="none",
         help_text="The step/answer judge of the agent rollout (HiPRAG's over/under-search detector, …).",
     )
-    lambda_f = forms.FloatField(required=False, label="Format weight λf", help_text="HiPRAG, Search-P1.")
-    lambda_p = forms.FloatField(required=False, label="Process weight λp", help_text="HiPRAG, Search-P1.")
+    lambda_f = forms.FloatField(required=False, label="Format weight λf", help_text=weight_help("lambda_f"))
+    lambda_p = forms.FloatField(required=False, label="Process weight λp", help_text=weight_help("lambda_p"))
     reward_params = OptionalJSONField(
         required=False,
         label="other reward weights (JSON)",
