@@ -6,3 +6,9 @@ class DemoConfig(AppConfig):
 
     name = "webapp.demo"
     label = "demo"
+
+    def ready(self) -> None:
+        from webapp.demo.selectors import warm_model_refusal
+        from webapp.training import model_checks
+
+        model_checks.model_check_register("demo warm model", warm_model_refusal)

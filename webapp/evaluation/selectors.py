@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
@@ -16,6 +17,13 @@ def evaluation_report_rows(*, run_id: int) -> list[dict[str, Any]]:
     return list(
         EvaluationReport.objects.filter(run_id=run_id).order_by("position").values_list("row", flat=True)
     )
+
+
+def evaluation_pooled_rows(run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Per run, its report's pooled row (the runs list's numbers for an evaluation run, registered with
+    ``webapp.runs.hooks`` as a summary row)."""
+    rows = EvaluationReport.objects.filter(run_id__in=run_ids, dataset=MICRO).values_list("run_id", "row")
+    return dict(rows)
 
 
 def evaluation_stats_get(*, run_id: int) -> EvaluationStats | None:

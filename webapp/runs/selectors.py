@@ -8,9 +8,9 @@ from itertools import groupby
 from operator import itemgetter
 
 from django.db import connection
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet
 
-from scoring.aggregates import MICRO
+from webapp.runs import hooks
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.sparkline import sparkline_points
 
@@ -25,6 +25,16 @@ def run_list() -> QuerySet[Run]:
 
 def run_get(*, run_id: int) -> Run:
     return Run.objects.select_related("dataset", "index", "created_by", "base_run").get(pk=run_id)
+
+
+def overlay_candidates(*, run: Run) -> QuerySet[Run]:
+    """Other runs with logged metrics, newest first, to draw next to this one."""
+    return (
+        Run.objects.filter(Exists(MetricPoint.objects.filter(run_id=OuterRef("pk"))))
+        .exclude(pk=run.pk)
+        .only("id", "name", "method", "algorithm")
+        .order_by("-created_at", "-id")[:50]
+    )
 
 
 def metric_points(
@@ -101,9 +111,7 @@ def _newest_points(run_ids: Sequence[int], keys: Sequence[str]) -> list[tuple[in
 def run_headlines(*, run_ids: Sequence[int]) -> dict[int, dict[str, Headline]]:
     """Per run, :data:`HEADLINE_KEYS`' latest values with their points of the last :data:`TREND_STEPS` steps,
     in one query over the metric points (:func:`_newest_points`), and one over the evaluation runs' pooled report
-    rows. A run with neither has no entry."""
-    from webapp.evaluation.models import EvaluationReport
-
+    rows (read by the evaluation app, :func:`webapp.runs.hooks.summary_rows`). A run with neither has no entry."""
     by_key = {key: name for name, key in HEADLINE_KEYS.items()}
     found: dict[int, dict[str, Headline]] = {}
     points = _newest_points(list(run_ids), list(by_key))
@@ -112,8 +120,7 @@ def run_headlines(*, run_ids: Sequence[int]) -> dict[int, dict[str, Headline]]:
         found.setdefault(run_id, {})[by_key[key]] = Headline(
             value=rows[-1][3], step=rows[-1][2], trend=tuple(row[3] for row in rows)
         )
-    reports = EvaluationReport.objects.filter(run_id__in=run_ids, dataset=MICRO).values_list("run_id", "row")
-    for run_id, row in reports:
+    for run_id, row in hooks.summary_rows(run_ids).items():
         if run_id not in found:
             found[run_id] = {name: Headline(value=row.get(key)) for name, key in REPORT_KEYS.items()}
     return found

@@ -6,11 +6,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from webapp.runs import selectors, services
+from webapp.runs import hooks, selectors, services
 from webapp.runs.models import Run
-from webapp.training.selectors import overlay_candidates
-from webapp.training.services import training_mark_crashed, training_stop_request
-from webapp.trajectories.selectors import trajectory_list
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -31,11 +28,8 @@ def _run_or_404(run_id: int) -> Run:
 def _checked_run(run_id: int) -> Run:
     """The run, after marking it crashed if it is a train run whose supervisor stopped beating."""
     run = _run_or_404(run_id)
-    if (
-        run.kind in Run.SUPERVISED_KINDS
-        and run.status == Run.Status.RUNNING
-        and training_mark_crashed(run_id=run.pk)
-    ):
+    supervisor = hooks.supervisor_for(run.kind)
+    if supervisor and run.status == Run.Status.RUNNING and supervisor.mark_crashed(run_id=run.pk):
         run = _run_or_404(run_id)
     return run
 
@@ -45,9 +39,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "metrics": sorted(selectors.metric_latest(run_id=run.pk).items()),
-        "trajectories": trajectory_list(run_id=run.pk)[:20],
-        "overlay_runs": overlay_candidates(run=run),
+        "overlay_runs": selectors.overlay_candidates(run=run),
         "flat_steps": selectors.steps_without_spread(run_id=run.pk),
+        **hooks.run_parts(run),  # the upper apps' parts: trajectories
     }
     return render(request, "runs/run_detail.html", context)
 
@@ -63,16 +57,16 @@ def run_trajectories(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(
         request,
         "runs/_run_trajectories.html",
-        {"run": run, "trajectories": trajectory_list(run_id=run.pk)[:20]},
+        {"run": run, **hooks.run_parts(run, ["trajectories"])},
     )
 
 
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(run_id)
-    if run.kind in Run.SUPERVISED_KINDS:
+    if supervisor := hooks.supervisor_for(run.kind):
         # The supervisor stops the trainer (signal, grace period, kill) and records the final status.
-        run = training_stop_request(run_id=run_id)
+        run = supervisor.stop(run_id=run_id)
     else:
         run = services.run_cancel(run_id=run_id)
     return render(request, "runs/_run_status.html", {"run": _run_or_404(run.pk)})

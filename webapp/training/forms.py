@@ -32,6 +32,7 @@ from webapp.common.judge_options import JudgeEndpointFields
 from webapp.common.methods import METHOD_CHOICES, evidence_judge_problem, weight_help
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
+from webapp.training import model_checks
 from webapp.training.config import default_model_path, judge_option, run_config, warm_start_values
 
 DEMO_TRAIN_DATASET = "demo_multihop"  # webapp.imports.services_demo
@@ -221,9 +222,7 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
             return value
         path = Path(value) if Path(value).is_absolute() else Path(settings.BASE_DIR) / value
         if not (path / "config.json").is_file():
-            from webapp.demo.selectors import warm_model_refusal
-
-            if refusal := warm_model_refusal(path):
+            if refusal := model_checks.model_refusal(path):
                 raise forms.ValidationError(refusal)
             raise forms.ValidationError(
                 f"{value} is not a transformers model folder (no config.json); run `python -m agent.setup_model` "
