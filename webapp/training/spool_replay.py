@@ -132,10 +132,10 @@ def _target_run(manifest: Manifest, run_id: int | None, user: AbstractBaseUser |
     if run_id is not None:
         run = Run.objects.filter(pk=run_id).first()
         if run is None:
-            raise DataImportError(file="--run", line=None, field="run", message=f"no run {run_id}")
+            raise DataImportError(file=f"run {run_id}", line=None, field=None, message="no such run")
         if run.method != manifest.method:
-            message = f"run {run_id} is a {run.method} run; the spool's manifest says {manifest.method}"
-            raise DataImportError(file="--run", line=None, field="method", message=message)
+            message = f"a {run.method} run; the spool's manifest says {manifest.method}"
+            raise DataImportError(file=f"run {run_id}", line=None, field="method", message=message)
         if not (run.config or {}).get("spool"):  # a later replay without --run finds it
             run.config = {**(run.config or {}), "spool": {"id": manifest.id, "host": manifest.host}}
             run.save(update_fields=["config"])

@@ -94,7 +94,8 @@ def test_the_detached_spool_holds_a_manifest_every_batch_and_the_dead_letters(de
     batches = [json.loads(p.read_text()) for p in spool.batch_files(detached_spool)]
     assert sum(len(b.get("metrics") or ()) for b in batches) == METRICS
     assert sum(len(b.get("samples") or ()) for b in batches) == STEPS * SAMPLES
-    assert batches[-1]["final"] == "finished" and "step 3 done" in batches[-1]["log_tail"]
+    assert batches[-1]["final"] == "finished"
+    assert "step 3 done" in [b["log_tail"] for b in batches if b.get("log_tail")][-1]  # sent when it changed
     assert spool.dead_letter_count(detached_spool) == STEPS  # the NaN kl of each step
     assert "step 3 done" in (detached_spool / spool.LOG_FILE).read_text()
 
@@ -149,7 +150,8 @@ def test_a_corrupt_spool_file_is_named_with_its_line_and_nothing_is_lost(
 ) -> None:
     folder = _copy(detached_spool, tmp_path)
     first = spool.batch_files(folder)[0]
-    first.write_text(first.read_text()[:-40] + "\n")  # cut short, as a broken copy would
+    text = first.read_text()
+    first.write_text(text[: len(text) // 2])  # cut short, as a broken copy would
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
 
     with pytest.raises(CommandError) as caught:
@@ -195,7 +197,7 @@ def test_replay_into_a_named_run_and_a_method_that_differs_is_refused(
 ) -> None:
     folder = _copy(detached_spool, tmp_path)
     other = run_create(name="o", method="search_r1", model_name="m", kind=Run.Kind.TRAIN, algorithm="grpo")
-    with pytest.raises(CommandError, match="is a search_r1 run; the spool's manifest says hiprag"):
+    with pytest.raises(CommandError, match="a search_r1 run; the spool's manifest says hiprag"):
         _replay(folder, "--run", str(other.pk))
     target = run_create(
         name="t",
