@@ -854,7 +854,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not command:
         parser.error("the trainer's command is required after --")
     if args.spool_only:
-        return _main_detached(parser, args, command)
+        from trainer import spool
+
+        if not args.spool or not args.config:
+            parser.error("--spool-only needs --spool DIR and --config (the trainer's config JSON)")
+        try:
+            config = spool.read_json_object(Path(args.config), args.config)
+        except spool.SpoolFileError as exc:
+            parser.error(f"--config: {exc}")
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        return spool.run_detached(
+            command,
+            args.spool,
+            config,
+            args.output_dir,
+            interval=args.interval,
+            **{key: getattr(args, key) for key in ("name", "method", "algorithm")},
+        )
     for option in ("url", "run_id", "run_dir"):
         if getattr(args, option) is None:
             parser.error(f"--{option.replace('_', '-')} is required (or --spool-only)")
@@ -876,41 +892,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         interval=args.interval,
         drain_seconds=args.drain_seconds,
     )
-
-
-def _main_detached(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
-    """--spool-only: the manifest first (so even a crashed run's spool can become a run), the batches while the
-    trainer runs, the exit code and end time in the manifest last."""
-    from trainer import spool
-
-    if not args.spool or not args.config:
-        parser.error("--spool-only needs --spool DIR and --config (the trainer's config JSON)")
-    try:
-        config = spool.read_json_object(Path(args.config), args.config)
-    except spool.SpoolFileError as exc:
-        parser.error(f"--config: {exc}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    folder = Path(args.spool)
-    manifest = spool.manifest_for(
-        config,
-        name=args.name or folder.resolve().name,
-        command=command,
-        method=args.method,
-        algorithm=args.algorithm,
-        previous=spool.previous_manifest(folder),
-    )
-    spool.write_manifest(folder, manifest)
-    log_path = folder / spool.LOG_FILE
-    code = report_while_running(
-        command,
-        spool.SpoolWriter(folder),
-        OutputTailer(args.output_dir, log_path=log_path),
-        log_path=log_path,
-        interval=args.interval,
-        drain_seconds=0.0,
-    )
-    spool.finish_manifest(folder, manifest, code)
-    return code
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.report_client import ReportClient
+from trainer.report_client import OutputTailer, ReportClient, report_while_running
 
 MANIFEST_FILE = "manifest.json"
 DEAD_LETTER_FILE = "dead-letter.jsonl"
@@ -149,3 +149,39 @@ def dead_letter_count(spool_dir: Path) -> int:
             return sum(1 for line in handle if line.strip())
     except FileNotFoundError:
         return 0
+
+
+def run_detached(
+    command: Sequence[str],
+    spool_dir: str | Path,
+    config: Mapping[str, Any],
+    output_dir: str | Path,
+    *,
+    name: str = "",
+    method: str = "",
+    algorithm: str = "",
+    interval: float = 1.0,
+) -> int:
+    """``python -m trainer.report_client --spool-only``: the manifest first (so even a crashed run's spool can become
+    a run), the batches while the trainer runs, the exit code and end time in the manifest last; the exit code."""
+    folder = Path(spool_dir)
+    manifest = manifest_for(
+        config,
+        name=name or folder.resolve().name,
+        command=command,
+        method=method,
+        algorithm=algorithm,
+        previous=previous_manifest(folder),
+    )
+    write_manifest(folder, manifest)
+    log_path = folder / LOG_FILE
+    code = report_while_running(
+        command,
+        SpoolWriter(folder),
+        OutputTailer(output_dir, log_path=log_path),
+        log_path=log_path,
+        interval=interval,
+        drain_seconds=0.0,
+    )
+    finish_manifest(folder, manifest, code)
+    return code
