@@ -7,8 +7,9 @@
 ``params`` are the method's weights, declared once in its :mod:`scoring.params` dataclass (type, range, default;
 :func:`method_params` checks them alone); ``judgements`` are the judge outcomes the method needs, given by the caller
 as JSON values. Every problem with either raises :class:`ScoringInputError` naming the field (``params.lambda_f``,
-``judgements.step_flags[2]``, ``judgements.step_flags: 2 verdicts for 1 steps``); a judge outcome the reward needs but does not have raises :class:`scoring.verdicts.MissingVerdict` naming
-the step. Nothing is silently defaulted to "no", and nothing raises a bare ``ValueError``.
+``judgements.step_flags[2]``, ``judgements.step_flags: 2 verdicts for 1 steps``); a judge outcome the reward needs
+but does not have raises :class:`scoring.verdicts.MissingVerdict` naming the step. Nothing is silently defaulted to
+"no", and nothing raises a bare ``ValueError``.
 
 :func:`score_batch` scores a batch with shared ``params``: each item gets its :class:`Scored` or its typed error, and
 HiPRAG's Sec. 5.3 ablations (``process`` = ``over_only`` / ``under_only``) give a trajectory without a step of the
