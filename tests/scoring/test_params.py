@@ -112,7 +112,10 @@ def test_a_weights_help_gives_its_equation_default_and_range() -> None:
 
 
 def test_the_scorer_reads_its_weights_from_the_dataclass() -> None:
-    hiprag = "<think><step><reasoning>I know.</reasoning><conclusion>Paris</conclusion></step></think><answer>Paris</answer>"
+    hiprag = (
+        "<think><step><reasoning>I know.</reasoning><conclusion>Paris</conclusion></step></think>"
+        "<answer>Paris</answer>"
+    )
     assert METHODS["hiprag"].params_type is HipragParams
     paper = score("hiprag", hiprag, ["Paris"], judgements={"step_flags": [False]})
     heavier = score("hiprag", hiprag, ["Paris"], params={"lambda_p": 1}, judgements={"step_flags": [False]})
