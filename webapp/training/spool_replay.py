@@ -183,13 +183,18 @@ def spool_replay(
         raise DataImportError(
             file=f"{shown}/{exc.file}", line=exc.line, field=None, message=exc.message
         ) from None
-    if created:  # the trainer's own times, not the replay's
-        times = {"started_at": manifest.started_at, "finished_at": manifest.finished_at}
-        fields = {k: v for k, v in times.items() if v is not None}
-        if fields.get("finished_at") is not None and not Run.objects.get(pk=run.pk).finished_at:
-            fields.pop("finished_at")  # no final status came: the run is still running
-        Run.objects.filter(pk=run.pk).update(**fields)
+    if run_id is None:  # a run made from this spool: the trainer's own times, not the replay's
+        _trainer_times(run.pk, manifest)
     return result
+
+
+def _trainer_times(run_id: int, manifest: Manifest) -> None:
+    """Start, end and last heartbeat as the trainer's machine saw them (the end only once a final status came: a
+    spool replayed while its trainer still runs leaves the run running, heard from now)."""
+    fields: dict[str, Any] = {"started_at": manifest.started_at} if manifest.started_at else {}
+    if manifest.finished_at and Run.objects.filter(pk=run_id, finished_at__isnull=False).exists():
+        fields["finished_at"] = fields["heartbeat_at"] = manifest.finished_at
+    Run.objects.filter(pk=run_id).update(**fields)
 
 
 # --- the Imports page: a .tar.gz of the folder ---------------------------------------------------------------------

@@ -115,6 +115,7 @@ def test_a_replayed_spool_is_a_finished_run_with_its_curves_and_samples(
     assert run.status == Run.Status.FINISHED and run.config["executor"] == "external"
     manifest = json.loads((folder / spool.MANIFEST_FILE).read_text())
     assert run.finished_at.strftime("%Y-%m-%dT%H:%M:%SZ") == manifest["finished_at"]  # the trainer's, not now
+    assert run.heartbeat_at == run.finished_at and run.started_at <= run.finished_at
     assert MetricPoint.objects.filter(run=run).count() == METRICS
     assert Trajectory.objects.filter(run=run).count() == STEPS * SAMPLES
 
@@ -142,6 +143,9 @@ def test_replaying_twice_adds_nothing(detached_spool: Path, tmp_path: Path) -> N
     assert Run.objects.count() == 1 and MetricPoint.objects.filter(run=run).count() == METRICS
     assert Trajectory.objects.filter(run=run).count() == IngestedSample.objects.filter(run=run).count() == 6
     assert Run.objects.get().status == Run.Status.FINISHED
+    assert (
+        Run.objects.get().heartbeat_at == Run.objects.get().finished_at
+    )  # the trainer's, after a replay too
 
 
 @pytest.mark.django_db
