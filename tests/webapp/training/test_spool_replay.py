@@ -320,3 +320,22 @@ def test_a_tiny_model_trained_detached_on_cpu_arrives_by_replay(
     assert samples >= 2 and f"{samples} samples stored" in printed
     page = researcher_client.get(f"/runs/{run.pk}/").content.decode()
     assert "reward/mean" in page and "tiny-random" in page
+
+
+@pytest.mark.django_db
+def test_the_replay_bench_on_small_settings(tmp_path: Path) -> None:
+    from tests.bench_scripts import bench_script
+
+    bench = bench_script("spool_replay")
+    assert bench.write_spool(tmp_path / "spool", steps=3, keys=2, samples=2) == 3
+
+    first, second = spool_replay(tmp_path / "spool"), spool_replay(tmp_path / "spool")
+
+    assert (first.batches, first.metrics, first.samples, first.refused) == (3, 6, 6, [])
+    assert (second.metrics, second.metrics_duplicate, second.samples, second.samples_duplicate) == (
+        0,
+        6,
+        0,
+        6,
+    )
+    assert Run.objects.get().status == Run.Status.FINISHED
