@@ -49,6 +49,7 @@ from webapp.audits.models import Audit, Label  # noqa: E402
 from webapp.audits.services import LABELS_BY_KIND, audit_create, audit_transition  # noqa: E402
 from webapp.datasets.models import Dataset, Question  # noqa: E402
 from webapp.runs.services import run_create  # noqa: E402
+from webapp.trajectories.judge_versions import VersionResolver  # noqa: E402
 from webapp.trajectories.models import JudgeVerdict, Step  # noqa: E402
 from webapp.trajectories.services import TrajectoryInput, trajectory_bulk_create  # noqa: E402
 
@@ -89,12 +90,14 @@ def create_audit(n_trajectories: int, n_annotators: int, per_item: int) -> Audit
         trajectory_bulk_create(items=items)
     detector = {Step.Kind.SEARCH: "over_search", Step.Kind.NON_SEARCH: "under_search"}
     steps = Step.objects.filter(run=run).values_list("id", "trajectory_id", "kind")
+    versions = VersionResolver()  # each verdict carries its judge version, as trajectory_bulk_create's do
     JudgeVerdict.objects.bulk_create(
         JudgeVerdict(
             step_id=step_id,
             trajectory_id=trajectory_id,
             detector=detector[kind],
             judge_model=judge,
+            version_id=versions.version_id(run.pk, judge),
             outcome=rng.choices(["false", "true", "error"], weights=[80, 18, 2])[0],
         )
         for step_id, trajectory_id, kind in steps

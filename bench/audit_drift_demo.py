@@ -42,6 +42,7 @@ from webapp.datasets.models import Question  # noqa: E402
 from webapp.demo.services import demo_seed  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import run_create, run_mark_finished  # noqa: E402
+from webapp.trajectories.judge_versions import VersionResolver  # noqa: E402
 from webapp.trajectories.models import JudgeVerdict, Step, Trajectory  # noqa: E402
 
 JUDGE = "scripted-judge (simulated drift)"
@@ -63,6 +64,9 @@ def write_run(*, steps: int, per_step: int, seed: int) -> tuple[Run, dict[int, b
         algorithm=Run.Algorithm.GRPO,
         created_by=rey,
     )
+    # The judge's settings, so its verdicts get a "scripted" judge version (webapp.trajectories.judge_versions).
+    Run.objects.filter(pk=run.pk).update(judge_settings={"kind": "scripted"})
+    version_id = VersionResolver().version_id(run.pk, JUDGE)
     questions = list(Question.objects.order_by("pk")[:50])
     truth: dict[int, bool] = {}
     for training_step in range(steps):
@@ -106,6 +110,7 @@ def write_run(*, steps: int, per_step: int, seed: int) -> tuple[Run, dict[int, b
                     else JudgeVerdict.Detector.UNDER_SEARCH,
                     outcome=JudgeVerdict.Outcome.TRUE if flagged else JudgeVerdict.Outcome.FALSE,
                     judge_model=JUDGE,
+                    version_id=version_id,
                 )
                 truth[step.pk] = positive
     run_mark_finished(run_id=run.pk)

@@ -8,7 +8,12 @@
   (a line with ``adjudicator``) of the step they disagree on. ``ann`` leaves two trajectories unlabelled, so the
   annotation queue still has work for her.
 
-Lines name a step by its question (``question_id``, the demo's ids) and step index, so they do not depend on the
+* ``demo/training_audit_labels.jsonl`` (written by ``demo/make_training_audit_data.py``): ``ann``'s and ``bea``'s
+  labels on every step of the demo's HiPRAG training run, audited by training step, and ``rey``'s adjudication of
+  each step they disagree on.
+
+Lines name a step by its question (``question_id``, the demo's ids), the trajectory's ``training_step`` where the
+run has several trajectories of one question (absent: none), and the step index, so they do not depend on the
 database's ids; a line for a trajectory the audit did not sample is skipped.
 """
 
@@ -91,14 +96,16 @@ def demo_judge_load(*, run_id: int, path: Path) -> int:
 def demo_labels_load(*, audit: Audit, path: Path, users: dict[str, AbstractBaseUser]) -> tuple[int, int]:
     """Save the annotators' labels and the adjudications on the audit's sampled steps; (labels, adjudications)."""
     items = {
-        (item.trajectory.question.external_id, step.index): (item, step)
-        for item in AuditItem.objects.filter(audit=audit).select_related("trajectory__question")
+        (item.trajectory.question.external_id, item.trajectory.training_step, step.index): (item, step)
+        for item in AuditItem.objects.filter(audit=audit)
+        .select_related("trajectory__question")
+        .prefetch_related("trajectory__steps", "assignees")
         if item.trajectory.question is not None
         for step in item.trajectory.steps.all()
     }
     n_labels = n_adjudications = 0
     for record in _lines(path):
-        found = items.get((record["question_id"], record["step"]))
+        found = items.get((record["question_id"], record.get("training_step"), record["step"]))
         if found is None:
             continue  # the audit did not sample this trajectory
         item, step = found
@@ -115,7 +122,7 @@ def demo_labels_load(*, audit: Audit, path: Path, users: dict[str, AbstractBaseU
         annotator = users.get(record.get("annotator", ""))
         if annotator is None:
             raise ValueError(f"{record['_where']}: annotator {record.get('annotator')!r} is not a demo user")
-        if not item.assignees.filter(pk=annotator.pk).exists():
+        if all(assignee.pk != annotator.pk for assignee in item.assignees.all()):
             item.assignees.add(annotator)
         label_save(
             item=item,

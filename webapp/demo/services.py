@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -22,6 +23,7 @@ from django.db import transaction
 from webapp.accounts.models import Role
 from webapp.accounts.services import token_get_or_create, user_create
 from webapp.audits.demo_labels import demo_judge_load, demo_labels_load
+from webapp.audits.models import Audit
 from webapp.audits.services import audit_create
 from webapp.corpora.services import corpus_import
 from webapp.datasets.models import Dataset
@@ -103,7 +105,46 @@ def demo_seed(*, demo_dir: Path = DEMO_DIR) -> DemoSeed:
     )
     # Two annotators' labels (ann leaves two trajectories to label) and one adjudicated disagreement.
     demo_labels_load(audit=audit, path=demo_dir / "audit_labels.jsonl", users=users)
+    demo_training_audit(demo_dir=demo_dir, users=users)
     return DemoSeed(created=True, token=token)
+
+
+DEMO_TRAINING_RUN = "HiPRAG training (demo)"
+DEMO_DRIFT_AUDIT = "Judge drift over training (audit by step)"
+
+
+def demo_training_audit(*, demo_dir: Path, users: dict[str, Any]) -> Audit:
+    """The demo's small HiPRAG training run (demo/training_hiprag.jsonl: 12 steps × 6 trajectories, verdicts of a
+    scripted judge whose over-search sensitivity drifts) and its audit by training step, labelled by ann and bea
+    with rey's adjudications (demo/training_audit_labels.jsonl): the drift chart on the audit report and the run
+    page at first login. Both files are written by demo/make_training_audit_data.py."""
+    run = run_create(
+        name=DEMO_TRAINING_RUN,
+        method="hiprag",
+        model_name="demo-agent",
+        kind=Run.Kind.TRAIN,
+        algorithm=Run.Algorithm.GRPO,
+        created_by=users["rey"],
+    )
+    # The judge's settings, so its verdicts get a "scripted" judge version (webapp.trajectories.judge_versions).
+    Run.objects.filter(pk=run.pk).update(judge_settings={"kind": "scripted"})
+    trajectory_import(path=demo_dir / "training_hiprag.jsonl", run_id=run.pk)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
+    audit = audit_create(
+        name=DEMO_DRIFT_AUDIT,
+        run_ids=[run.pk],
+        # 12 trajectories in each third of the run's training steps (early, middle, late).
+        sample_size=36,
+        seed=0,
+        stratification=Audit.Stratification.STEP,
+        annotators=[users["ann"], users["bea"]],
+        annotators_per_item=2,
+        created_by=users["rey"],
+        guidelines="Does the judge stay right as the policy trains? For each search step: was the search "
+        "necessary? For each non-search step: is it correct, or should the agent have searched?",
+    )
+    demo_labels_load(audit=audit, path=demo_dir / "training_audit_labels.jsonl", users=users)
+    return audit
 
 
 DEMO_WARM_START_NAME = "SmolLM2 warm start (demo)"
