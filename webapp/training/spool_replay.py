@@ -87,6 +87,9 @@ def _timestamp(value: Any, name: str, label: str) -> dt.datetime | None:
 def read_manifest(folder: Path, label: str = "") -> Manifest:
     """The spool's manifest.json, checked: a known method and algorithm, a name and a model, a config object."""
     shown = f"{label or folder}/{spool.MANIFEST_FILE}"
+    if not (folder / spool.MANIFEST_FILE).exists():
+        message = "missing (the spool of a client that reported over HTTP has none: name its run with --run)"
+        raise DataImportError(file=shown, line=None, field=None, message=message)
     try:
         raw = spool.read_json_object(folder / spool.MANIFEST_FILE, shown)
     except spool.SpoolFileError as exc:
@@ -128,18 +131,25 @@ def _run_config(manifest: Manifest) -> dict[str, Any]:
     return {**config, "executor": EXECUTOR, "spool": {"id": manifest.id, "host": manifest.host}}
 
 
-def _target_run(manifest: Manifest, run_id: int | None, user: AbstractBaseUser | None) -> tuple[Run, bool]:
-    if run_id is not None:
-        run = Run.objects.filter(pk=run_id).first()
-        if run is None:
-            raise DataImportError(file=f"run {run_id}", line=None, field=None, message="no such run")
-        if run.method != manifest.method:
-            message = f"a {run.method} run; the spool's manifest says {manifest.method}"
-            raise DataImportError(file=f"run {run_id}", line=None, field="method", message=message)
-        if not (run.config or {}).get("spool"):  # a later replay without --run finds it
-            run.config = {**(run.config or {}), "spool": {"id": manifest.id, "host": manifest.host}}
-            run.save(update_fields=["config"])
-        return run, False
+def _named_run(run_id: int, manifest: Manifest | None) -> Run:
+    """``--run``: a spool with a manifest of the same method, or one without (what a report client over HTTP left
+    undelivered in its run folder's spool)."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise DataImportError(file=f"run {run_id}", line=None, field=None, message="no such run")
+    if manifest is None:
+        return run
+    if run.method != manifest.method:
+        message = f"a {run.method} run; the spool's manifest says {manifest.method}"
+        raise DataImportError(file=f"run {run_id}", line=None, field="method", message=message)
+    if not (run.config or {}).get("spool"):  # a later replay without --run finds it
+        run.config = {**(run.config or {}), "spool": {"id": manifest.id, "host": manifest.host}}
+        run.save(update_fields=["config"])
+    return run
+
+
+def _spool_run(manifest: Manifest, user: AbstractBaseUser | None) -> tuple[Run, bool]:
+    """The run a replay of this spool made before (by the manifest's id), or a new one from the manifest."""
     found = Run.objects.filter(config__spool__id=manifest.id).order_by("pk").first()
     if found is not None:
         return found, False
@@ -169,8 +179,13 @@ def spool_replay(
     shown = label or str(folder)
     if not folder.is_dir():
         raise DataImportError(file=shown, line=None, field=None, message="no such folder")
-    manifest = read_manifest(folder, shown)
-    run, created = _target_run(manifest, run_id, user)
+    if run_id is not None and not (folder / spool.MANIFEST_FILE).exists():
+        manifest, run, created = None, _named_run(run_id, None), False
+    else:
+        manifest = read_manifest(folder, shown)
+        run, created = (
+            (_named_run(run_id, manifest), False) if run_id is not None else _spool_run(manifest, user)
+        )
     result = ReplayResult(run_id=run.pk, created=created, dead_letter=spool.dead_letter_count(folder))
     try:
         for name, batch in spool.read_batches(folder):
@@ -183,7 +198,9 @@ def spool_replay(
         raise DataImportError(
             file=f"{shown}/{exc.file}", line=exc.line, field=None, message=exc.message
         ) from None
-    if run_id is None:  # a run made from this spool: the trainer's own times, not the replay's
+    if (
+        run_id is None and manifest is not None
+    ):  # a run made from this spool: the trainer's times, not the replay's
         _trainer_times(run.pk, manifest)
     return result
 

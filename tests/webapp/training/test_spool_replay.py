@@ -339,3 +339,27 @@ def test_the_replay_bench_on_small_settings(tmp_path: Path) -> None:
         6,
     )
     assert Run.objects.get().status == Run.Status.FINISHED
+
+
+@pytest.mark.django_db
+def test_what_an_http_client_left_in_its_spool_is_replayed_into_its_run(tmp_path: Path) -> None:
+    from trainer.report_client import ReportClient
+
+    run = run_mark_started(
+        run_id=run_create(
+            name="ray", method="hiprag", model_name="m", kind=Run.Kind.TRAIN, algorithm="grpo"
+        ).pk
+    )
+    client = ReportClient(
+        "http://127.0.0.1:9", run.pk, "token", tmp_path / "spool"
+    )  # never flushed: undelivered
+    client.submit(
+        {"metrics": [{"step": 1, "key": "reward/mean", "value": 0.5, "time": 1.7e9}], "samples": []}
+    )
+    with pytest.raises(CommandError, match=r"manifest\.json: missing .*name its run with --run"):
+        _replay(tmp_path / "spool")
+
+    assert f"run {run.pk} (existing): 1 batches, 1 metrics stored" in _replay(
+        tmp_path / "spool", "--run", str(run.pk)
+    )
+    assert MetricPoint.objects.get(run=run).value == 0.5

@@ -20,7 +20,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("spool", help="the spool folder, or a .tar.gz of it")
-        parser.add_argument("--run", type=int, default=None, help="write into this run instead of a new one")
+        parser.add_argument(
+            "--run",
+            type=int,
+            default=None,
+            help="write into this run instead of a new one (needed for a spool without a manifest: what a client "
+            "reporting over HTTP left undelivered)",
+        )
 
     def handle(self, *args: Any, spool: str, run: int | None, **options: Any) -> None:
         started = time.perf_counter()
