@@ -12,3 +12,4 @@ class DemoConfig(AppConfig):
         from webapp.training import model_checks
 
         model_checks.model_check_register("demo warm model", warm_model_refusal)
+        model_checks.model_notice_register("demo warm model", "demo/_warm_model_notice_slot.html")

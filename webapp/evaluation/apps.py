@@ -9,5 +9,12 @@ class EvaluationConfig(AppConfig):
     def ready(self) -> None:
         from webapp.evaluation.selectors import evaluation_pooled_rows
         from webapp.runs import hooks
+        from webapp.runs.models import Run
 
         hooks.summary_rows_register("evaluation", evaluation_pooled_rows)
+        hooks.run_panel_register(
+            "evaluation report",
+            template="evaluation/_report_slot.html",
+            order=10,
+            shows=lambda run: run.kind == Run.Kind.EVAL,
+        )

@@ -1,12 +1,14 @@
 """What the apps above ``runs`` add to its pages, registered in their ``AppConfig.ready()``.
 
 ``runs`` is the base of the run apps: trajectories, training, evaluation and the rest import it, and it imports
-none of them (``tests/test_layers.py``). Its pages reach their parts through three tables:
+none of them, in code or in templates (``tests/test_layers.py``). Its pages reach their parts through four tables:
 
 - **supervisors** by run kind: ``training`` registers how a train or warm-start run is checked for a crashed
   supervisor and stopped (the run page's status and Stop button);
 - **run page parts**: a name in the run page's context and how to read it for a run (``trajectories``: the newest
   trajectories; the run page's polled trajectories fragment reads the same part);
+- **run page panels**: templates the run page includes in their order, each for the runs it applies to
+  (``evaluation``: an evaluation run's report; ``audits``: judge drift from the run's audits);
 - **summary rows**: pooled report rows of runs without metric points (``evaluation``: an evaluation run's report),
   which give the runs list its numbers for such runs.
 
@@ -34,7 +36,17 @@ class Supervisor:
     stop: Callable[..., Run]
 
 
+@dataclass(frozen=True)
+class Panel:
+    """A section of the run page: ``template`` is rendered with the page's context where ``shows(run)``."""
+
+    template: str
+    order: int  # panels stand in this order, lowest first
+    shows: Callable[[Run], bool]
+
+
 _supervisors: dict[str, Supervisor] = {}
+_panels: dict[str, Panel] = {}
 _run_parts: dict[str, Callable[[Run], Any]] = {}
 _summary_rows: dict[str, Callable[[Sequence[int]], Mapping[int, Mapping[str, Any]]]] = {}
 
@@ -57,6 +69,18 @@ def run_parts(run: Run, names: Iterable[str] | None = None) -> dict[str, Any]:
     """``{name: read(run)}`` for the registered run page parts (all of them, or those in ``names``)."""
     wanted = _run_parts if names is None else {name: _run_parts[name] for name in names}
     return {name: read(run) for name, read in wanted.items()}
+
+
+def run_panel_register(
+    name: str, *, template: str, order: int, shows: Callable[[Run], bool] = lambda run: True
+) -> None:
+    _panels[name] = Panel(template=template, order=order, shows=shows)
+
+
+def run_panels(run: Run) -> list[str]:
+    """The templates of the panels that show for ``run``, in their order."""
+    panels = sorted(_panels.values(), key=lambda panel: panel.order)
+    return [panel.template for panel in panels if panel.shows(run)]
 
 
 def summary_rows_register(

@@ -41,6 +41,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "metrics": sorted(selectors.metric_latest(run_id=run.pk).items()),
         "overlay_runs": selectors.overlay_candidates(run=run),
         "flat_steps": selectors.steps_without_spread(run_id=run.pk),
+        "run_panels": hooks.run_panels(run),  # the upper apps' sections: evaluation report, audit drift
         **hooks.run_parts(run),  # the upper apps' parts: trajectories
     }
     return render(request, "runs/run_detail.html", context)

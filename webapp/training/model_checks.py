@@ -1,6 +1,8 @@
-"""Why a run may not start from a model folder yet: checks the apps above ``training`` register in their
-``AppConfig.ready()`` (the demo refuses its warm model while its warm start is still writing it), so the training
-forms import none of those apps (``tests/test_layers.py``)."""
+"""Models that are not ready yet, as the apps above ``training`` tell it in their ``AppConfig.ready()``: checks
+that refuse a model folder (the demo refuses its warm model while its warm start is still writing it) and notices
+the model forms show (``{% load model_notices %}{% model_notices %}``: the demo's "the warm model is being
+prepared"). The training, evaluation and experiment forms thus load and import none of those apps
+(``tests/test_layers.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 _checks: dict[str, Callable[[Path], str | None]] = {}
+_notices: dict[str, str] = {}
 
 
 def model_check_register(name: str, check: Callable[[Path], str | None]) -> None:
@@ -22,3 +25,13 @@ def model_refusal(path: Path) -> str | None:
         if refusal := check(path):
             return refusal
     return None
+
+
+def model_notice_register(name: str, template: str) -> None:
+    """Add a notice the model forms show: ``template`` is rendered with an empty context and may render nothing."""
+    _notices[name] = template
+
+
+def model_notices() -> list[str]:
+    """The registered notices' templates, in the order they were registered."""
+    return list(_notices.values())

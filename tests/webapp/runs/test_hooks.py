@@ -29,6 +29,10 @@ def test_run_parts_and_summary_rows_come_from_the_apps_that_hold_them() -> None:
     with pytest.raises(KeyError):
         hooks.run_parts(run, ["no such part"])
     assert hooks.summary_rows([run.pk]) == {}
+    assert hooks.run_panels(run) == ["evaluation/_report_slot.html", "audits/_run_drift_panel.html"]
+    run.kind = Run.Kind.TRAIN
+    assert hooks.run_panels(run) == ["audits/_run_drift_panel.html"]  # the report is an evaluation run's only
+    assert model_checks.model_notices() == ["demo/_warm_model_notice_slot.html"]
 
 
 @pytest.mark.django_db
