@@ -220,9 +220,16 @@ def follow(
     until: Any = None,
     final: str | None = None,
     drain_seconds: float = 120.0,
+    stop_pid: int | None = None,
 ) -> None:
-    """Read and send every ``interval`` seconds until ``until()`` is true (or SIGTERM/SIGINT), then drain."""
+    """Read and send every ``interval`` seconds until ``until()`` is true (or SIGTERM/SIGINT), then drain.
+
+    A researcher's Stop reaches the follower in the ingest answers (:attr:`ReportClient.stop_requested`). The veRL
+    run is not the follower's own process, so the follower forwards it as SIGINT to ``stop_pid`` (veRL's driver, the
+    process that runs ``main_ppo``) when one is given, once, and goes on following until the run ends; without
+    ``stop_pid`` it logs that the stop has to be carried out by hand."""
     stop = {"now": False}
+    stop_forwarded = False
 
     def handler(signum: int, frame: Any) -> None:
         stop["now"] = True
@@ -237,6 +244,9 @@ def follow(
                 batch["final"] = final
             client.submit(batch)
             client.flush()
+            if client.stop_requested and not stop_forwarded:
+                stop_forwarded = True
+                forward_stop(stop_pid)
             if done:
                 break
             time.sleep(interval)
@@ -246,6 +256,20 @@ def follow(
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def forward_stop(pid: int | None) -> bool:
+    """SIGINT to veRL's driver (a cooperative stop: it ends its step and exits); False when there is none to stop."""
+    if pid is None:
+        logger.warning("searchlab asks this run to stop; pass --stop-pid (veRL's driver) to forward it")
+        return False
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        logger.warning("searchlab asks this run to stop; process %s has already ended", pid)
+        return False
+    logger.info("searchlab asks this run to stop: SIGINT sent to veRL's driver (pid %s)", pid)
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -263,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--until-file", help="stop (and mark the run finished) once this file exists")
+    parser.add_argument(
+        "--stop-pid", type=int, help="veRL's driver process: a Stop pressed in searchlab sends it SIGINT"
+    )
     args = parser.parse_args(argv)
     token = os.environ.get(args.token_env, "")
     if not token:
@@ -279,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         interval=args.interval,
         until=(lambda: until_file.exists()) if until_file else None,
         final="finished" if until_file else None,
+        stop_pid=args.stop_pid,
     )
     print(json.dumps({"rows_sent": client.rows_submitted, "rows_acknowledged": client.rows_acknowledged}))
     return 0 if client.pending() == 0 else 1
