@@ -29,7 +29,7 @@ def demo_warm_start_active() -> Run | None:
 
 def warm_model_preparing() -> WarmModelPreparing | None:
     """Where the demo's warm start stands, while it is queued or running; ``None`` otherwise."""
-    from webapp.training.progress_view import progress_view
+    from webapp.runs.progress_view import progress_view
 
     run = demo_warm_start_active()
     if run is None:

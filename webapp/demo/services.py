@@ -331,7 +331,7 @@ def progress_lines(folder: Path, say: Callable[[str], None], *, every: float = 6
     """While a job writes its heartbeat into ``folder`` (trainer.progress), say where it is every ``every`` seconds
     when that changed: the step, the phase and the ETA the run page shows. Forty silent minutes read as a hang."""
     from trainer.progress import read_progress
-    from webapp.training.progress_view import progress_view
+    from webapp.runs.progress_view import progress_view
 
     stop = threading.Event()
 

@@ -4,7 +4,7 @@
 none of them, in code or in templates (``tests/test_layers.py``). Its pages reach their parts through four tables:
 
 - **supervisors** by run kind: ``training`` registers how a train or warm-start run is checked for a crashed
-  supervisor and stopped (the run page's status and Stop button);
+  supervisor and stopped, and its part of the status fragment (quiet, stopping, Stop, revoke ingest tokens);
 - **run page parts**: a name in the run page's context and how to read it for a run (``trajectories``: the newest
   trajectories; the run page's polled trajectories fragment reads the same part);
 - **run page panels**: templates the run page includes in their order, each for the runs it applies to
@@ -29,11 +29,13 @@ class Supervisor:
     """How runs of some kinds are supervised.
 
     ``mark_crashed(run_id=...)`` marks the run crashed when its supervisor stopped beating, and is truthy when it
-    did; ``stop(run_id=...)`` asks the supervisor to stop the run and returns it.
+    did; ``stop(run_id=...)`` asks the supervisor to stop the run and returns it; ``status_template`` is the run
+    status fragment's part for such a run (its Stop button included), rendered with the fragment's context.
     """
 
     mark_crashed: Callable[..., Any]
     stop: Callable[..., Run]
+    status_template: str
 
 
 @dataclass(frozen=True)

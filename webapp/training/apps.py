@@ -11,5 +11,9 @@ class TrainingConfig(AppConfig):
         from webapp.runs.models import Run
         from webapp.training.services import training_mark_crashed, training_stop_request
 
-        supervisor = hooks.Supervisor(mark_crashed=training_mark_crashed, stop=training_stop_request)
+        supervisor = hooks.Supervisor(
+            mark_crashed=training_mark_crashed,
+            stop=training_stop_request,
+            status_template="training/_run_status_part.html",
+        )
         hooks.supervisor_register(kinds=Run.SUPERVISED_KINDS, supervisor=supervisor)

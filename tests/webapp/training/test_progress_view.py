@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from webapp.runs.progress_view import duration, progress_view
 from webapp.training.ingest import log_tail
-from webapp.training.progress_view import duration, progress_view
 
 
 def test_it_says_which_phase_of_which_step_with_counts_and_an_eta() -> None:
