@@ -39,6 +39,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.judge_client import JudgeCostMeter
 from trainer.config import RunConfig
 from trainer.rollout import Rollout, RolloutRequest, Segment
 
@@ -84,6 +85,8 @@ class AgentRollout:
         self.searcher = searcher
         self.judge_option = options.get("judge")
         self.progress: Any = None  # a trainer.progress.ProgressReporter, set by trainer.train.build_trainer
+        # Each batch's judge calls, errors, tokens and seconds, until the metrics callback takes them (judge/*).
+        self.judge_cost = JudgeCostMeter()
         overrides = {**(budgets or {}), **{k: options[k] for k in _ROLLOUT_OVERRIDES if k in options}}
         # Training samples at the run's training.temperature, the one TRL scales the policy's logits by when it
         # recomputes their log-probs (else the method's paper's, else 1), unlike evaluation's greedy.
@@ -151,6 +154,9 @@ class AgentRollout:
             )
         finally:
             policy.train(was_training)
+        # One JudgeStats per LLM judge of the batch; none for a heuristic judge (no call, nothing added).
+        for stats in result.judge_stats.values():
+            self.judge_cost.add(stats)
         if self.progress is not None:
             self.progress.update("update", 0, 0, "scoring rewards, then the policy update")
         return [self._rollout(record, record_judgements(self.method, record)) for record in result.records]

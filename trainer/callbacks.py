@@ -15,6 +15,10 @@ Unix seconds). Keys (stable; the web app plots them):
 ``over_searching_ratio``                AutoSearch §5.1 (only when intermediate answers exist)
 ``search_efficiency``                   AutoSearch SE = EM / search depth (when the depth is not zero)
 ``judge_errors``                        judged steps whose verdict was missing, unparseable or failed
+``judge/calls``, ``judge/errors``       LLM judge calls sent since the last log (cache hits left out), and those
+                                        that failed after their last retry (agent rollout with an LLM judge only)
+``judge/tokens_in``, ``/tokens_out``    the judge's prompt and completion tokens since the last log
+``judge/seconds``                       the judge calls' summed latency since the last log (calls overlap)
 ``completion_length``                   policy tokens per completion (retrieved tokens excluded)
 ``kl``, ``entropy``, ``clip_ratio``     TRL's, over policy tokens (``kl`` only with ``beta`` > 0)
 ``step_time``                           seconds per optimizer step (generation included)
@@ -49,6 +53,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from agent.judge_client import JudgeCostMeter
 from scoring.aggregates import EvaluationReport, TrajectoryOutcome, evaluation_report
 from trainer.rewards import SampleScore, ScoreLedger
 
@@ -258,7 +263,8 @@ class MetricsCallback(TrainerCallback):
     """Writes metrics.jsonl at every log and samples.jsonl every ``sample_every`` steps (main process only).
 
     ``pending`` holds metrics measured since the last log by other callbacks (:class:`ValidationCallback`); they
-    are written with the next log's. With ``publish`` (trackers on), searchlab's metrics are also added to TRL's
+    are written with the next log's. ``judge_cost`` (the agent rollout's :class:`agent.judge_client.JudgeCostMeter`)
+    adds the judge's calls, errors, tokens in and out and seconds since the last log (``judge/*``). With ``publish`` (trackers on), searchlab's metrics are also added to TRL's
     ``logs`` as ``searchlab/<key>``, so the report_to callbacks after this one send the run page's curves to the
     trackers."""
 
@@ -270,8 +276,12 @@ class MetricsCallback(TrainerCallback):
         sample_every: int = 10,
         samples_per_log: int = 4,
         publish: bool = False,
+        judge_cost: JudgeCostMeter | None = None,
     ):
         self.ledger = ledger
+        self.judge_cost = (
+            judge_cost  # the rollout's judge calls, tokens and seconds since the last log (judge/*)
+        )
         self.metrics_path = Path(output_dir) / METRICS_FILE
         self.samples_path = Path(output_dir) / SAMPLES_FILE
         self.sample_every = sample_every
@@ -301,6 +311,8 @@ class MetricsCallback(TrainerCallback):
         step = state.global_step
         now = time.time()
         metrics = {**trl_metrics(logs), **score_metrics(self.ledger.drain_since_log()), **self.pending}
+        if self.judge_cost is not None:
+            metrics.update(self.judge_cost.take())
         self.pending.clear()
         if self.publish:
             logs.update({PUBLISHED_PREFIX + key: value for key, value in metrics.items()})

@@ -365,6 +365,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
         sample_every=config.logging.sample_every,
         samples_per_log=config.logging.samples_per_log,
         publish=bool(config.trackers),
+        judge_cost=getattr(rollout, "judge_cost", None),  # the agent rollout's judge calls, tokens (judge/*)
     )
     validation = (
         [

@@ -23,6 +23,12 @@
     // efficiency (EM / depth), TIRESRAG-R1's sufficiency and thinking scores, Search-P1's path scores.
     { id: "process", title: "Process metrics (AutoSearch depth t_c and efficiency, TIRESRAG sufficiency and thinking, Search-P1 path)", keys: PROCESS },
     { id: "judge", title: "Judge errors and unscorable completions per step (never counted as “no”)", keys: ["judge_errors", "reward/unscorable"] },
+    // The LLM judge's cost per logged step (trainer.callbacks: judge/*), and in money where the admin set a price
+    // for the run's judge model (GET <run API>/judge-price/; judge/cost is derived here from the tokens).
+    { id: "judgecalls", title: "Judge calls per step (sent; failed after their last retry)", keys: ["judge/calls", "judge/errors"] },
+    { id: "judgetokens", title: "Judge tokens per step (prompt in, completion out)", keys: ["judge/tokens_in", "judge/tokens_out"] },
+    { id: "judgeseconds", title: "Judge seconds per step (summed call latency; calls overlap)", keys: ["judge/seconds"] },
+    { id: "judgecost", title: "Judge cost per step", keys: ["judge/cost"] },
     { id: "format", title: "Format-correct rate", keys: ["format_ok_rate", "val/format_ok_rate"], unit: true },
     { id: "accuracy", title: "Accuracy (CEM), EM, F1", keys: ["accuracy", "em", "f1", "val/cem", "val/em", "val/acc"], unit: true },
     { id: "length", title: "Completion length (policy tokens)", keys: ["completion_length"] },
@@ -163,6 +169,7 @@
     this.active = root.dataset.active === "true";
     this.mode = "step";
     this.smoothing = 0;
+    this.price = undefined;  // the judge model's price: undefined until asked, null when none is set
     this.grid = root.querySelector(".curve-grid");
     this.note = root.querySelector(".curve-note");
     this.bindControls();
@@ -192,9 +199,31 @@
 
   RunCurves.prototype.setNote = function (text) { if (this.note) this.note.textContent = text; };
 
+  // judge/cost per step = tokens_in · input price + tokens_out · output price (per 1,000,000 tokens), where a price
+  // is set for the run's judge model; the price is asked for once, when the first judge tokens arrive.
+  RunCurves.prototype.judgeMoney = function () {
+    var self = this, keys = this.primary.store.keys;
+    if (!keys["judge/tokens_in"] || this.price === null) return Promise.resolve();
+    var ready = this.price ? Promise.resolve(this.price) : fetchJson(this.root.dataset.runUrl + "judge-price/").then(
+      function (body) { self.price = body.price || null; return self.price; },
+      function () { self.price = null; return null; });
+    return ready.then(function (price) {
+      if (!price) return;
+      GROUPS.forEach(function (g) {
+        if (g.id === "judgecost") g.title = "Judge cost per step (" + price.currency + ", at the judge model's price)";
+      });
+      var cost = keys["judge/cost"] = {}, out = keys["judge/tokens_out"] || {};
+      Object.keys(keys["judge/tokens_in"]).forEach(function (step) {
+        var tin = keys["judge/tokens_in"][step], tout = out[step] ? out[step].v : 0;
+        cost[step] = { v: (tin.v * price.input_per_million + tout * price.output_per_million) / 1e6, t: tin.t };
+      });
+    });
+  };
+
   RunCurves.prototype.tick = function () {
     var self = this;
     fetchNew(this.primary.url, this.primary.store)
+      .then(function () { return self.judgeMoney(); })
       .then(function () {
         self.draw();
         if (!self.active) return null;

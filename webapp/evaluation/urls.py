@@ -4,6 +4,7 @@ from django.urls import path
 
 from webapp.evaluation import views
 from webapp.evaluation.api import RunReportApi
+from webapp.evaluation.judge_cost import RunJudgePriceApi
 from webapp.evaluation.rejudge_views import RejudgeJobApi, RunRejudgeApi, rejudge_fragment, rejudge_start
 
 app_name = "evaluation"
@@ -23,4 +24,5 @@ urlpatterns = [
     path("evaluation/runs/<int:run_id>/rejudge/fragment/", rejudge_fragment, name="rejudge-fragment"),
     path("api/v1/runs/<int:run_id>/rejudge/", RunRejudgeApi.as_view(), name="api-run-rejudge"),
     path("api/v1/rejudge/<int:job_id>/", RejudgeJobApi.as_view(), name="api-rejudge-job"),
+    path("api/v1/runs/<int:run_id>/judge-price/", RunJudgePriceApi.as_view(), name="api-run-judge-price"),
 ]
