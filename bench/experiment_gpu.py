@@ -25,6 +25,15 @@ rerun on the same machine resumes):
 7. the table: each evaluation's report row, and paired-bootstrap 95% intervals (2,000 resamples) of
    process − outcome (trained) and of each trained model − the start.
 
+**Seeds** (``--seeds N``, Experiment #3, issue 35): N seed pairs, seed k = ``--seed`` + k, the two arms of a pair
+trained with that seed (the same start, questions and order; the arms differ in λp alone), all 2N trainers at once
+and stopped at the same step; each pair's files under ``out/seeds/<k>/`` (its trainers' ``runs/<arm>/``, its
+``eval_trained_<arm>.jsonl`` and ``table.json``), and ``out/experiment-3.json`` and ``experiment-3.md``:
+``bench/experiment3_analysis.py``'s pooled two-level bootstrap and per-pair tables. **A split** (``--split
+demo/experiment3_split.json``, ``bench/experiment3_split.py``): the training candidates are its training pool
+(before the screen) and the evaluation its held-out questions (all of them unless ``--eval-limit``) instead of the
+``train`` and ``test`` splits.
+
 ``--smoke`` runs every stage on a tiny random model with a handful of questions, its warm start included (about
 75 s on a CPU): the check before device time is spent. ``manage.py experiment_import BUNDLE`` (or the web app's
 Imports page) brings the bundle into the web app as an experiment (``webapp.experiments.bundles``).
@@ -176,10 +185,16 @@ def ensure_warm_start(
 
 
 def unseen_train_rows(
-    questions: Path, warm: Path, limit: int, seed: int, *, drop_guessable: bool = True
+    questions: Path,
+    warm: Path,
+    limit: int,
+    seed: int,
+    *,
+    drop_guessable: bool = True,
+    pool: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train-split questions outside the warm start's demonstrations (and, with ``drop_guessable``, not guessable),
-    shuffled with ``seed``, the first ``limit``."""
+    """Train-split questions (the ``pool`` ids instead, a split's training pool) outside the warm start's
+    demonstrations (and, with ``drop_guessable``, not guessable), shuffled with ``seed``, the first ``limit``."""
     from scoring.guessable import guessable
 
     seen: set[str] = set()
@@ -187,9 +202,14 @@ def unseen_train_rows(
     if demos.is_file():
         for line in demos.read_text(encoding="utf-8").splitlines():
             seen.add(str(json.loads(line)["question_id"]))
+    if pool is None:
+        candidates = split_rows(read_rows(questions), "train")
+    else:
+        wanted = set(pool)
+        candidates = [r for r in read_rows(questions) if str(r["id"]) in wanted]
     rows = [
         r
-        for r in split_rows(read_rows(questions), "train")
+        for r in candidates
         if str(r["id"]) not in seen and not (drop_guessable and guessable(r["question"], r["golden_answers"]))
     ]
     random.Random(seed).shuffle(rows)
@@ -306,7 +326,16 @@ def summary(records: list[dict[str, Any]]) -> str:
 # --- training --------------------------------------------------------------------------------------------------
 
 
-def arm_config(args: argparse.Namespace, arm: str, start: Path, train: Path, index: Path, out: Path) -> Any:
+def arm_config(
+    args: argparse.Namespace,
+    arm: str,
+    start: Path,
+    train: Path,
+    index: Path,
+    out: Path,
+    *,
+    seed: int | None = None,
+) -> Any:
     """The arm's trainer config: the web app experiment's (webapp.experiments.stage_specs.training_config with
     RUN_DEFAULTS) with pilot d's knobs; the arms differ in λp alone."""
     from trainer.config import DEMO_TRAINABLE_LAYERS, config_from_dict
@@ -326,7 +355,7 @@ def arm_config(args: argparse.Namespace, arm: str, start: Path, train: Path, ind
         "reward": {"params": {"lambda_p": ARMS[arm]}, "tiresrag_group_shaping": True},
         "training": {
             "max_steps": args.steps,
-            "seed": args.seed,
+            "seed": args.seed if seed is None else seed,
             "learning_rate": args.learning_rate,
             "lr_scheduler_type": "constant",
             "questions_per_step": 1,
@@ -451,6 +480,8 @@ class Snapshot:
     def __init__(self, out: Path, work: Path, bundle: Path | None, interval: float = 20.0) -> None:
         self.out, self.work, self.bundle, self.interval = out, work, bundle, interval
         self.warm: Path | None = None
+        # (trainer folders' parent in work, their copies' parent in out): one pair per seed pair
+        self.run_dirs: list[tuple[Path, Path]] = [(work / "runs", out / "runs")]
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
@@ -470,11 +501,13 @@ class Snapshot:
     def take(self) -> None:
         with self._lock:
             copies = [
-                (self.work / "runs" / f"{arm}.json", self.out / "runs" / arm / "run_config.json")
+                (runs / f"{arm}.json", copied / arm / "run_config.json")
+                for runs, copied in self.run_dirs
                 for arm in ARMS
             ]
             copies += [
-                (self.work / "runs" / arm / name, self.out / "runs" / arm / name)
+                (runs / arm / name, copied / arm / name)
+                for runs, copied in self.run_dirs
                 for arm in ARMS
                 for name in ("metrics.jsonl", "samples.jsonl", "progress.json")
             ]
@@ -527,7 +560,19 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the training questions answerable without evidence (yes/no, or the answer named among the "
         "question's options; scoring.guessable), which are left out by default",
     )
-    parser.add_argument("--eval-limit", type=int, default=200)
+    parser.add_argument(
+        "--eval-limit",
+        type=int,
+        help="the first N held-out questions (default 200; with --split all of them)",
+    )
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="seed pairs: each arm trained with seeds --seed .. --seed+N-1"
+    )
+    parser.add_argument(
+        "--split",
+        type=Path,
+        help="a split file (bench/experiment3_split.py's): its training pool and held-out questions",
+    )
     parser.add_argument("--screen-samples", type=int, default=3)
     parser.add_argument("--screen-min", type=int, default=1)
     parser.add_argument("--screen-max", type=int, default=3)
@@ -550,7 +595,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --gguf FILE (the base model), --start-model FOLDER, or --smoke")
     if args.start_model and not (args.start_model / "config.json").is_file():
         parser.error(f"--start-model {args.start_model}: not a model folder (no config.json)")
-    for name in ("steps", "num_generations", "max_turns", "max_rollout_tokens", "train_limit", "eval_limit"):
+    if args.split is not None:
+        try:
+            split = json.loads(args.split.read_text(encoding="utf-8"))
+            args.split_train, args.split_held_out = list(split["train"]), list(split["held_out"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            parser.error(f"--split {args.split}: not a split file with 'train' and 'held_out' ids ({exc})")
+    if args.eval_limit is None:
+        args.eval_limit = len(args.split_held_out) if args.split is not None else 200
+    names = (
+        "steps",
+        "num_generations",
+        "max_turns",
+        "max_rollout_tokens",
+        "train_limit",
+        "eval_limit",
+        "seeds",
+    )
+    for name in names:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     if args.deadline < 0 or args.eval_reserve < 0:
@@ -561,13 +623,21 @@ def main(argv: list[str] | None = None) -> int:
         rows = read_rows(args.questions)
     except ConfigError as exc:
         parser.error(f"--questions {str(exc).split(': ', 1)[-1]}")
-    for split in ("train", "test"):
+    for split in () if args.split is not None else ("train", "test"):
         if not split_rows(rows, split):
             parser.error(
                 f"--questions {args.questions}: no question whose metadata.split starts with {split!r}"
             )
+    if args.split is not None:
+        known = {str(r["id"]) for r in rows}
+        for name in ("split_train", "split_held_out"):
+            missing = [qid for qid in getattr(args, name) if qid not in known]
+            if missing:
+                parser.error(
+                    f"--split {args.split}: {len(missing)} {name[6:]} ids not in --questions, e.g. {missing[0]!r}"
+                )
     if args.smoke:
-        args.steps, args.train_limit, args.eval_limit, args.num_generations = 2, 8, 6, 2
+        args.steps, args.train_limit, args.eval_limit, args.num_generations = 2, 8, min(6, args.eval_limit), 2
         args.max_rollout_tokens, args.screen_min = 96, 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -601,7 +671,7 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
     index = work / "index-bm25"
     ensure_index(args.corpus.resolve(), index, log)
     start = start_model(args, work, index, out, log, snapshot)
-    eval_rows = split_rows(read_rows(args.questions), "test")[: args.eval_limit]
+    eval_rows = held_out_rows(args)[: args.eval_limit]
     describe(args, start, index, eval_rows, out)
     budgets = arm_config(args, BASELINE, start, work / "none", index, work / "none").agent_budgets()
     train_file = out / "train_questions.jsonl"
@@ -609,23 +679,34 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
         return 1
     snapshot.take()
 
-    runs = work / "runs"
-    trainers = {}
-    # Training ends by the deadline less the evaluations' reserve. Both arms then stop at the same step (a stop
-    # file each, training.stop_file): the next step of the one ahead, which the other catches up to. Half the
-    # reserve again is a hard wall-clock limit (training.max_seconds) in case one arm is far behind.
+    pairs = list(range(args.seeds))
+
+    def runs_of(k: int) -> Path:  # a seed pair's trainer folders (one seed: work/runs, as before seeds)
+        return work / "runs" if args.seeds == 1 else work / "seeds" / str(k) / "runs"
+
+    def out_of(k: int) -> Path:  # a seed pair's result files (one seed: out itself)
+        return out if args.seeds == 1 else out / "seeds" / str(k)
+
+    snapshot.run_dirs = [(runs_of(k), out_of(k) / "runs") for k in pairs]
+    trainers: dict[tuple[int, str], subprocess.Popen[bytes]] = {}
+    every = [(k, arm) for k in pairs for arm in ARMS]
+    # Training ends by the deadline less the evaluations' reserve. Every run then stops at the same step (a stop
+    # file each, training.stop_file): the next step of the one ahead, which the others catch up to. Half the
+    # reserve again is a hard wall-clock limit (training.max_seconds) in case one run is far behind.
     train_until = args.deadline - args.eval_reserve if args.deadline else 0.0
     if args.deadline:
         left = train_until - (time.perf_counter() - log.started)
         log(f"training: {args.steps} steps asked, {left:.0f} s left for them")
-    for arm in ARMS:
-        config = arm_config(args, arm, start, train_file, index, runs / arm)
-        config.training.stop_file = str(runs / f"{arm}.stop")
+    for k, arm in every:
+        out_of(k).mkdir(parents=True, exist_ok=True)
+        config = arm_config(args, arm, start, train_file, index, runs_of(k) / arm, seed=args.seed + k)
+        config.training.stop_file = str(runs_of(k) / f"{arm}.stop")
         if args.deadline:
             config.training.max_seconds = max(1.0, left + args.eval_reserve / 2)
-        if not any((runs / arm).glob("*.safetensors")):
-            trainers[arm] = start_training(config, out)
-            log(f"training {arm} (λp = {ARMS[arm]}): pid {trainers[arm].pid}")
+        if not any((runs_of(k) / arm).glob("*.safetensors")):
+            trainers[(k, arm)] = start_training(config, out_of(k))
+            pair = f" seed {args.seed + k}" if args.seeds > 1 else ""
+            log(f"training {arm}{pair} (λp = {ARMS[arm]}): pid {trainers[(k, arm)].pid}")
     evals = {
         "start": ensure_eval(
             "start", str(start), eval_rows, index, out, log, budgets=budgets, params={}, seed=args.seed
@@ -634,36 +715,78 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
     stopping = False
     while any(p.poll() is None for p in trainers.values()):
         if args.deadline and not stopping and time.perf_counter() - log.started >= train_until:
-            stop_at = max(steps_done(runs / arm) for arm in ARMS) + 1
-            for arm in ARMS:
-                (runs / f"{arm}.stop").write_text(f"{stop_at}\n", encoding="utf-8")
-            log(f"training: time is up, both arms stop at step {stop_at}")
+            stop_at = max(steps_done(runs_of(k) / arm) for k, arm in every) + 1
+            for k, arm in every:
+                (runs_of(k) / f"{arm}.stop").write_text(f"{stop_at}\n", encoding="utf-8")
+            log(f"training: time is up, every run stops at step {stop_at}")
             stopping = True
         time.sleep(2)
-    for arm, process in trainers.items():
-        log(f"training {arm}: exit {process.returncode}, {steps_done(runs / arm)} steps")
-    for arm in ARMS:
-        if not any((runs / arm).glob("*.safetensors")):
-            log(f"training {arm}: no model saved; its evaluation is skipped")
-            continue
-        evals[f"trained_{arm}"] = ensure_eval(
-            f"trained_{arm}",
-            str(runs / arm),
-            eval_rows,
-            index,
-            out,
-            log,
-            budgets=budgets,
-            params={"lambda_p": ARMS[arm]},
-            seed=args.seed,
-        )
-        result = table(evals, args.seed)
-        (out / "table.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-        (out / "table.md").write_text(markdown(result), encoding="utf-8")
+    for (k, arm), process in trainers.items():
+        log(f"training {arm} (pair {k}): exit {process.returncode}, {steps_done(runs_of(k) / arm)} steps")
+    for k in pairs:
+        pair_evals = dict(evals) if args.seeds == 1 else {"start": evals["start"]}
+        for arm in ARMS:
+            if not any((runs_of(k) / arm).glob("*.safetensors")):
+                log(f"training {arm} (pair {k}): no model saved; its evaluation is skipped")
+                continue
+            pair_evals[f"trained_{arm}"] = ensure_eval(
+                f"trained_{arm}",
+                str(runs_of(k) / arm),
+                eval_rows,
+                index,
+                out_of(k),
+                log,
+                budgets=budgets,
+                params={"lambda_p": ARMS[arm]},
+                seed=args.seed + k,
+            )
+            result = table(pair_evals, args.seed + k)
+            (out_of(k) / "table.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+            (out_of(k) / "table.md").write_text(markdown(result), encoding="utf-8")
+            snapshot.take()
+    if args.seeds > 1:
+        pooled_tables(args, [out_of(k) for k in pairs], out, log)
         snapshot.take()
     log("done")
     print((out / "table.md").read_text(encoding="utf-8") if (out / "table.md").is_file() else "no table")
     return 0
+
+
+def held_out_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The evaluation's questions: the split's held-out ones in its order, else the ``test`` split's."""
+    rows = read_rows(args.questions)
+    if args.split is None:
+        return split_rows(rows, "test")
+    by_id = {str(r["id"]): r for r in rows}
+    return [by_id[qid] for qid in args.split_held_out]
+
+
+def pooled_tables(args: argparse.Namespace, folders: list[Path], out: Path, log: Log) -> None:
+    """``bench/experiment3_analysis.py`` over the seed pairs: ``out/experiment-3.json`` and ``experiment-3.md``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "experiment3_analysis", REPO / "bench" / "experiment3_analysis.py"
+    )
+    assert spec is not None and spec.loader is not None
+    analysis = importlib.util.module_from_spec(spec)
+    sys.modules["experiment3_analysis"] = analysis
+    spec.loader.exec_module(analysis)
+    done = [f for f in folders if all((f / f"eval_trained_{arm}.jsonl").is_file() for arm in ARMS)]
+    if len(done) < len(folders):
+        log(
+            f"pooled tables: {len(folders) - len(done)} seed pairs lack an evaluation; pooled over {len(done)}"
+        )
+    if not done:
+        return
+    try:
+        result = analysis.analyse(done, split=args.split, seed=args.seed)
+    except analysis.AnalysisError as exc:
+        log(f"pooled tables: {exc}")
+        return
+    (out / "experiment-3.json").write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / "experiment-3.md").write_text(analysis.markdown(result), encoding="utf-8")
+    log(f"pooled tables: {len(done)} seed pairs; {result['decision']['verdict']}")
 
 
 def describe(
@@ -685,6 +808,8 @@ def describe(
         "start_model": str(start),
         "judge": "evidence",
         "seed": args.seed,
+        "seeds": [args.seed + k for k in range(args.seeds)],
+        "split": None if args.split is None else str(args.split),
         "steps": args.steps,
         "screen": {"samples": args.screen_samples, "min": args.screen_min, "max": args.screen_max},
         "train_limit": args.train_limit,
@@ -736,7 +861,12 @@ def screen(
     """Sample the start model on the unseen training questions and keep those it answered in the pass range
     (``webapp.experiments.screening.screened_rows``' rule, with no unscreened share); False when none is kept."""
     candidates = unseen_train_rows(
-        args.questions, start, args.train_limit, args.seed, drop_guessable=not args.keep_guessable
+        args.questions,
+        start,
+        args.train_limit,
+        args.seed,
+        drop_guessable=not args.keep_guessable,
+        pool=args.split_train if args.split is not None else None,
     )
     if not candidates:
         log(
