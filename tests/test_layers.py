@@ -58,15 +58,15 @@ def layer_of(module: str) -> str | None:
         return None
     if parts[0] != "webapp":
         return parts[0]
-    if len(parts) > 1 and (ROOT / "webapp" / parts[1]).is_dir():
+    if len(parts) > 1 and any(parts[1] in tier for tier in WEBAPP_TIERS):
         return f"webapp.{parts[1]}"
     return f"webapp.{PROJECT}"
 
 
-def app_labels() -> dict[str, str]:
+def app_labels(root: Path = ROOT) -> dict[str, str]:
     """Django app label -> app folder (``qa_datasets`` -> ``datasets``), read from each ``apps.py``."""
     labels = {}
-    for apps_py in sorted((ROOT / "webapp").glob("*/apps.py")):
+    for apps_py in sorted((root / "webapp").glob("*/apps.py")):
         labels[apps_py.parent.name] = apps_py.parent.name
         for node in ast.walk(ast.parse(apps_py.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Assign) or [getattr(t, "id", "") for t in node.targets] != ["label"]:
@@ -116,7 +116,7 @@ def imports_of(
 
 def violations(root: Path = ROOT) -> list[str]:
     """``file:line: <layer> imports <module> of <layer above or beside it>`` for every import that runs back up."""
-    labels = app_labels()
+    labels = app_labels(root)
     found = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
