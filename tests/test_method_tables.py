@@ -26,6 +26,7 @@ EVERY_METHOD = [
     "agent.rollout_methods:METHODS",
     "trainer.demonstrations:TURNS",
     "trainer.scripted:SCRIPTS",
+    "trainer.verl_reward:JUDGE_WORK",  # veRL's judge outcomes per method
     "trainer.config:METHODS",
     "webapp.common.methods:LABELS",
     "webapp.common.methods:METHOD_NAMES",
@@ -40,7 +41,9 @@ SOME_METHODS = [
     # Only Search-P1's judge needs a reference plan per question (Algorithm 1).
     ("agent.evaluate:REFERENCE_PLAN_METHODS", {"search_r1", "hiprag", "autosearch", "tiresrag"}),
     # The released reward code (verl_reward's reference mode) exists for Search-R1 and HiPRAG only.
-    ("trainer.verl_reward:REFERENCE_METHODS", {"autosearch", "search_p1", "tiresrag"}),
+    ("trainer.verl_reward:REFERENCE_SCORERS", {"autosearch", "search_p1", "tiresrag"}),
+    # Only HiPRAG's Sec. 5.3 ablations give a trajectory the batch's average bonus (veRL's batch_bonus modes).
+    ("trainer.verl_reward:BATCH_AVERAGE", {"search_r1", "autosearch", "search_p1", "tiresrag"}),
     # The evidence judge implements HiPRAG's detectors (Search-R1's over-search too); AutoSearch needs no judge.
     ("webapp.common.methods:EVIDENCE_JUDGE_METHODS", {"autosearch", "search_p1", "tiresrag"}),
     # Search-P1's path evaluation and TIRESRAG's sufficiency and thinking judges need an LLM.

@@ -29,7 +29,7 @@ Per-sample settings may also come in ``extra_info["searchlab"]`` (``method``, ``
 
 Reference mode runs the released code on prompt+response, as it ran: veRL hands the response alone, so the released
 prompt is put back in front where its answer-extraction rule counts the prompt's example answers
-(:func:`_prompt_and_response`). HiPRAG's Sec. 5.3 ablations need the batch's average bonus (``batch_bonus``:
+(:func:`_with_released_prompt`). HiPRAG's Sec. 5.3 ablations need the batch's average bonus (``batch_bonus``:
 :data:`BATCH_BONUS_MODES`).
 """
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from scoring.scorer import METHODS, BatchItem, Scored, score_batch
@@ -46,7 +46,6 @@ from scoring.verdicts import Verdict
 
 MODES = ("paper", "reference")
 _PLANS: Any = None  # Search-P1's reference plans, one per question for the life of the process (Algorithm 1)
-REFERENCE_METHODS = ("search_r1", "hiprag")
 
 
 def golds_of(ground_truth: Any) -> list[str]:
@@ -112,6 +111,142 @@ def _make_judge(spec: Any) -> Any:
     return spec
 
 
+def _keep(verdicts: dict[int, list[dict[str, str]]], results: Sequence[Any]) -> None:
+    """The detectors' verdicts to store, by step."""
+    for r in results:
+        if r.step_index is not None and r.verdict is not None:
+            verdicts.setdefault(r.step_index, []).append({"detector": r.detector, "outcome": r.verdict.value})
+
+
+# A method's judge work: (trajectory, question, golds, titles, judge, verdicts to fill) → the scorer's judgements.
+JudgeWork = Callable[
+    [Trajectory, str, Sequence[str], Sequence[str], Any, dict[int, list[dict[str, str]]]],
+    Awaitable[dict[str, Any]],
+]
+
+
+async def _judge_search_r1(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """Search-R1's reward reads no judge outcome; the evidence heuristic's over-search flags are stored."""
+    from agent import judges as det
+
+    if trajectory.valid:
+        _keep(verdicts, det.hiprag_evidence(trajectory, question, golds, titles)[det.OVER_SEARCH])
+    return {}
+
+
+async def _judge_hiprag(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """HiPRAG's step flags: over-search from the evidence heuristic, under-search from the judge when there is one
+    (the evidence heuristic's otherwise), up to the first step without a flag."""
+    from agent import judges as det
+
+    if not trajectory.valid:
+        return {}
+    found = det.hiprag_evidence(trajectory, question, golds, titles)
+    if judge is not None:
+        found[det.UNDER_SEARCH] = await det.hiprag_under_search(judge, trajectory)
+    for results in found.values():
+        _keep(verdicts, results)
+    flags: list[str] = []
+    by_step = {r.step_index: r.verdict for results in found.values() for r in results}
+    for i in range(len(trajectory.steps)):
+        flag = by_step.get(i)
+        if flag is None:
+            break
+        flags.append(flag.value)
+    return {"step_flags": flags}
+
+
+async def _judge_tiresrag(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """TIRESRAG's sufficiency and thinking judges (an LLM judge only)."""
+    from agent import judges as det
+
+    if judge is None:
+        return {}
+    sufficiency, thinking = await asyncio.gather(
+        det.tiresrag_sufficiency(judge, question, golds, trajectory),
+        det.tiresrag_thinking(judge, question, trajectory),
+    )
+    judgements: dict[str, Any] = {}
+    if sufficiency.verdict is not None:
+        judgements["sufficiency"] = sufficiency.verdict.value
+    judgements["thinking"] = thinking.score if thinking.verdict is None else thinking.verdict.value
+    return judgements
+
+
+async def _judge_search_p1(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """Search-P1's reference plan (one per question for the life of the process) and path evaluation."""
+    from agent import judges as det
+    from scoring.judging.searchp1 import ReferencePlan
+    from scoring.rewards.searchp1 import SearchP1Evaluation
+
+    global _PLANS
+    if judge is None:
+        return {}
+    if _PLANS is None:
+        _PLANS = det.InMemoryPlanStore()
+    plan = await det.searchp1_reference_plan(judge, _PLANS, question, question, golds)
+    reference = plan.value if isinstance(plan.value, ReferencePlan) else None
+    path = await det.searchp1_evaluate(judge, question, golds, reference, trajectory.text)
+    evaluation = path.value if path.verdict is None else None
+    judgements: dict[str, Any] = {}
+    if evaluation is not None:
+        judgements["evaluation"] = {
+            n: getattr(evaluation, n) for n in SearchP1Evaluation.__dataclass_fields__
+        }
+    judgements["n_ref_steps"] = len(reference.path) if reference else None
+    return judgements
+
+
+async def _judge_autosearch(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """AutoSearch's self-answering needs the policy (veRL's actor), not a judge: no intermediate answers here."""
+    return {"intermediate_answers": []}
+
+
+# Each method's judge work (tests/test_method_tables.py checks that it covers scoring.scorer.METHODS).
+JUDGE_WORK: dict[str, JudgeWork] = {
+    "search_r1": _judge_search_r1,
+    "hiprag": _judge_hiprag,
+    "autosearch": _judge_autosearch,
+    "search_p1": _judge_search_p1,
+    "tiresrag": _judge_tiresrag,
+}
+
+
 async def _judge_one(
     method: str,
     trajectory: Trajectory,
@@ -121,61 +256,8 @@ async def _judge_one(
     judge: Any,
 ) -> dict[str, Any]:
     """The scorer's judgements for one trajectory, and the verdicts to store: {"judgements", "verdicts"}."""
-    from agent import judges as det
-
-    global _PLANS
-    if _PLANS is None:
-        _PLANS = det.InMemoryPlanStore()
     verdicts: dict[int, list[dict[str, str]]] = {}
-    judgements: dict[str, Any] = {}
-
-    def keep(results: Sequence[Any]) -> None:
-        for r in results:
-            if r.step_index is not None and r.verdict is not None:
-                verdicts.setdefault(r.step_index, []).append(
-                    {"detector": r.detector, "outcome": r.verdict.value}
-                )
-
-    if method in ("hiprag", "search_r1") and trajectory.valid:
-        found = det.hiprag_evidence(trajectory, question, golds, titles)
-        if method == "hiprag" and judge is not None:
-            found[det.UNDER_SEARCH] = await det.hiprag_under_search(judge, trajectory)
-        if method == "search_r1":
-            found = {det.OVER_SEARCH: found[det.OVER_SEARCH]}
-        for results in found.values():
-            keep(results)
-        if method == "hiprag":
-            flags: list[str] = []
-            by_step = {r.step_index: r.verdict for results in found.values() for r in results}
-            for i in range(len(trajectory.steps)):
-                flag = by_step.get(i)
-                if flag is None:
-                    break
-                flags.append(flag.value)
-            judgements["step_flags"] = flags
-    elif method == "tiresrag" and judge is not None:
-        sufficiency, thinking = await asyncio.gather(
-            det.tiresrag_sufficiency(judge, question, golds, trajectory),
-            det.tiresrag_thinking(judge, question, trajectory),
-        )
-        if sufficiency.verdict is not None:
-            judgements["sufficiency"] = sufficiency.verdict.value
-        judgements["thinking"] = thinking.score if thinking.verdict is None else thinking.verdict.value
-    elif method == "search_p1" and judge is not None:
-        from scoring.judging.searchp1 import ReferencePlan
-        from scoring.rewards.searchp1 import SearchP1Evaluation
-
-        plan = await det.searchp1_reference_plan(judge, _PLANS, question, question, golds)
-        reference = plan.value if isinstance(plan.value, ReferencePlan) else None
-        path = await det.searchp1_evaluate(judge, question, golds, reference, trajectory.text)
-        evaluation = path.value if path.verdict is None else None
-        if evaluation is not None:
-            judgements["evaluation"] = {
-                n: getattr(evaluation, n) for n in SearchP1Evaluation.__dataclass_fields__
-            }
-        judgements["n_ref_steps"] = len(reference.path) if reference else None
-    elif method == "autosearch":
-        judgements["intermediate_answers"] = []  # self-answering needs the policy (veRL's actor), not a judge
+    judgements = await JUDGE_WORK[method](trajectory, question, golds, titles, judge, verdicts)
     return {"judgements": {k: v for k, v in judgements.items() if v is not None}, "verdicts": verdicts}
 
 
@@ -224,52 +306,52 @@ def _detail(
     )
 
 
-def _released_prompt(method: str, question: str) -> str:
-    """The prompt the released code's answer extraction expects in front of the response: Search-R1's
-    ``make_prefix`` (two ``<answer>`` spans: ``<answer> and </answer>``, ``<answer> Beijing </answer>``) or HiPRAG's
-    ``AGENT_PROMPT_V2_SHORT`` in Qwen's chat layout (one span)."""
-    if method == "search_r1":
-        from scoring.formats.searchr1 import make_prefix
-
-        return make_prefix(question)
-    from scoring.judging.hiprag import AGENT_PROMPT_V2_SHORT, qwen_chat
-
-    return qwen_chat(f"{AGENT_PROMPT_V2_SHORT}\nUser Question: {question}")
-
-
-def _prompt_and_response(method: str, text: str, question: str) -> str:
+def _with_released_prompt(text: str, marker: str, prompt: str) -> str:
     """Search-R1's ``extract_solution`` (and HiPRAG's copy) reads prompt+response: it takes the last ``<answer>`` span
     only when there are at least two, counting the prompt's example answers. veRL hands ``compute_score`` the
     response alone (as its own ``search_r1_like_qa_em`` expects), so the released prompt goes back in front unless
-    the text already holds it: a bare ``<answer> Paris </answer>`` then scores as the released code scores it on
-    prompt+response (1.0), and a response without an answer gets the prompt's example ("Beijing"), as there."""
-    from scoring.formats.searchr1 import SEARCHR1_INSTRUCTION
-    from scoring.judging.hiprag import AGENT_PROMPT_V2_SHORT
-
-    marker = SEARCHR1_INSTRUCTION if method == "search_r1" else AGENT_PROMPT_V2_SHORT
-    return text if marker in text else _released_prompt(method, question) + text
+    the text already holds it (its ``marker``): a bare ``<answer> Paris </answer>`` then scores as the released code
+    scores it on prompt+response (1.0), and a response without an answer gets the prompt's example ("Beijing"), as
+    there."""
+    return text if marker in text else prompt + text
 
 
-def _reference_score(
-    method: str,
-    text: str,
-    golds: Sequence[str],
-    judgements: Mapping[str, Any],
-    params: Mapping[str, Any],
-    question: str,
+def _reference_search_r1(
+    text: str, golds: Sequence[str], judgements: Mapping[str, Any], params: Mapping[str, Any], question: str
 ) -> float:
-    from scoring.rewards import hiprag as hiprag_rewards
+    """Search-R1's ``compute_score_em`` on its ``make_prefix`` prompt (two ``<answer>`` spans: ``<answer> and
+    </answer>``, ``<answer> Beijing </answer>``) and the response."""
+    from scoring.formats.searchr1 import SEARCHR1_INSTRUCTION, make_prefix
     from scoring.rewards import searchr1
 
-    if method == "search_r1":
-        prompted = _prompt_and_response(method, text, question)
-        return float(searchr1.searchr1_em_reward_reference(prompted, golds, **dict(params)))
+    prompted = _with_released_prompt(text, SEARCHR1_INSTRUCTION, make_prefix(question))
+    return float(searchr1.searchr1_em_reward_reference(prompted, golds, **dict(params)))
+
+
+def _reference_hiprag(
+    text: str, golds: Sequence[str], judgements: Mapping[str, Any], params: Mapping[str, Any], question: str
+) -> float:
+    """HiPRAG's ``compute_score_em`` with the step flags; its validation path (``structure_format_score`` 0: CEM of
+    ``extract_solution``, ≥ 2 spans) on ``AGENT_PROMPT_V2_SHORT`` in Qwen's chat layout (one span) and the
+    response."""
+    from scoring.judging.hiprag import AGENT_PROMPT_V2_SHORT, qwen_chat
+    from scoring.rewards import hiprag as hiprag_rewards
+
     flags = [flag == Verdict.TRUE.value for flag in judgements.get("step_flags", [])]
-    if (
-        float(params.get("structure_format_score", 0.2)) == 0
-    ):  # validation: CEM of extract_solution (≥2 spans)
-        text = _prompt_and_response(method, text, question)
+    if float(params.get("structure_format_score", 0.2)) == 0:
+        prompt = qwen_chat(f"{AGENT_PROMPT_V2_SHORT}\nUser Question: {question}")
+        text = _with_released_prompt(text, AGENT_PROMPT_V2_SHORT, prompt)
     return float(hiprag_rewards.hiprag_reward_reference(text, golds, flags, **dict(params)))
+
+
+# The released reward code (reference mode), for the methods whose code was released with a veRL reward.
+REFERENCE_SCORERS: dict[
+    str, Callable[[str, Sequence[str], Mapping[str, Any], Mapping[str, Any], str], float]
+] = {
+    "search_r1": _reference_search_r1,
+    "hiprag": _reference_hiprag,
+}
+REFERENCE_METHODS = tuple(REFERENCE_SCORERS)
 
 
 # HiPRAG Sec. 5.3's ablations give a trajectory without a step of the evaluated type "the average bonus within the
@@ -286,8 +368,15 @@ class BatchBonusUnavailable(ValueError):
     """HiPRAG's Sec. 5.3 ablation asked of a per-sample reward function, which never sees the batch."""
 
 
+# The methods whose settings can owe a trajectory the batch's average bonus, and when they do.
+BATCH_AVERAGE: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    "hiprag": lambda params: params.get("process") in ABLATIONS,
+}
+
+
 def _needs_batch(method: str, params: Mapping[str, Any]) -> bool:
-    return method == "hiprag" and params.get("process") in ABLATIONS
+    needs = BATCH_AVERAGE.get(method)
+    return needs is not None and needs(params)
 
 
 def _score_alone(
@@ -418,8 +507,7 @@ def compute_score_batch(
         error = None if ok is not None else str(result)
         if mode == "reference":
             try:
-                total = _reference_score(
-                    method,
+                total = REFERENCE_SCORERS[method](
                     solution_strs[i],
                     prepared[i][3],
                     judged[i]["judgements"],
