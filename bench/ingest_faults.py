@@ -30,6 +30,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from trainer.placement import CONFIG_KEY, Placement  # noqa: E402
 from trainer.report_client import ReportClient  # noqa: E402
 
 TEXT = (
@@ -342,7 +343,7 @@ def main() -> None:
             model_name="tiny-random",
             kind=Run.Kind.TRAIN,
             algorithm="grpo",
-            config={"executor": "external"},
+            config={CONFIG_KEY: Placement.EXTERNAL.value},
         )
         run_mark_started(run_id=run.pk)
         server.start()

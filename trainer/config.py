@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from scoring.scorer import METHODS as _SCORING_METHODS
+from trainer.placement import PLACEMENT_HELP, PLACEMENTS, Placement
 
 METHODS = tuple(_SCORING_METHODS)  # scoring's table is the one list of methods
 ALGORITHMS = ("grpo", "ppo")
@@ -412,6 +413,10 @@ class RunConfig:
     validation: ValidationConfig = field(
         default_factory=ValidationConfig, metadata=_help("Held-out questions evaluated during training.")
     )
+    executor: str = field(
+        default=Placement.LOCAL.value,
+        metadata={**_help(PLACEMENT_HELP, label="runs on"), "choices": PLACEMENTS},  # trainer.placement
+    )
     trackers: list[str] = field(
         default_factory=list,
         metadata={
@@ -443,6 +448,7 @@ class RunConfig:
         """Cross-field and range checks; returns self so ``config_from_dict`` can chain it."""
         _choice("method", self.method, METHODS)
         _choice("algorithm", self.algorithm, ALGORITHMS)
+        _choice("executor", self.executor, PLACEMENTS)
         _choice("model.dtype", self.model.dtype, ("float32", "bfloat16"))
         _choice("training.loss_type", self.training.loss_type, LOSS_TYPES)
         _choice("training.lr_scheduler_type", self.training.lr_scheduler_type, LR_SCHEDULES)

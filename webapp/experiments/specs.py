@@ -21,8 +21,9 @@ from trainer.config import (
     merge,
     set_path,
 )
+from trainer.placement import STARTABLE, Placement
 from webapp.common.methods import METHOD_NAMES, evidence_judge_problem
-from webapp.training.executors import EXECUTORS, LOCAL, RAY, ray_configured
+from webapp.training.executors import ray_configured
 
 DEFAULT_METHODS = ("search_r1", "hiprag")
 DEFAULT_BASELINE = "search_r1"  # Search-R1's outcome reward: every seed paper's baseline
@@ -195,10 +196,10 @@ class ExperimentSpec:
     # engine with each other.
     eval_engine: str = "transformers"
     resamples: int = 2000
-    # Where the training stages run (webapp.training.executors): ``local``, a subprocess of the experiment's worker,
-    # or ``ray``, a job on the cluster at settings.RAY_ADDRESS. Evaluations run in the experiment's worker either
-    # way. Stored specs from before it load as ``local``.
-    executor: str = LOCAL
+    # Where the training stages run (trainer.placement; webapp.training.executors): ``local``, a subprocess of the
+    # experiment's worker, or ``ray``, a job on the cluster at settings.RAY_ADDRESS. Evaluations run in the
+    # experiment's worker either way. Stored specs from before it load as ``local``.
+    executor: str = Placement.LOCAL.value
 
     def run_values(self) -> dict[str, Any]:
         return merge(RUN_DEFAULTS, self.run)
@@ -303,9 +304,9 @@ def experiment_spec_check(spec: ExperimentSpec) -> None:
         raise ExperimentConfigError("judge", problem)
     if spec.eval_engine not in EVAL_ENGINES:
         raise ExperimentConfigError("eval_engine", f"one of {', '.join(EVAL_ENGINES)}")
-    if spec.executor not in EXECUTORS:
-        raise ExperimentConfigError("executor", f"one of {', '.join(EXECUTORS)}")
-    if spec.executor == RAY and not ray_configured():
+    if spec.executor not in STARTABLE:
+        raise ExperimentConfigError("executor", f"one of {', '.join(STARTABLE)}")
+    if spec.executor == Placement.RAY and not ray_configured():
         raise ExperimentConfigError("executor", "no Ray cluster is configured (set RAY_ADDRESS)")
     if spec.algorithm not in ALGORITHMS:
         raise ExperimentConfigError("algorithm", f"one of {', '.join(ALGORITHMS)}")

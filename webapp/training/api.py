@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from trainer.placement import CONFIG_KEY, Placement
 from webapp.runs.models import Method, Run
 from webapp.training import ingest, reporting
 
@@ -165,7 +166,7 @@ class ExternalRunCreateApi(APIView):
                 model_name=values["model_name"],
                 kind=Run.Kind.TRAIN,
                 algorithm=values["algorithm"],
-                config={**values.get("config", {}), "executor": "external"},
+                config={**values.get("config", {}), CONFIG_KEY: Placement.EXTERNAL.value},
                 created_by=request.user,  # type: ignore[arg-type]
             )
             run_mark_started(run_id=run.pk)

@@ -26,13 +26,15 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from trainer.placement import HELP, STARTABLE, Placement
 from webapp.runs.models import Run
 
 logger = logging.getLogger(__name__)
 
-LOCAL = "local"
-RAY = "ray"
-EXECUTORS = (LOCAL, RAY)
+# The placements a run is started in (trainer.placement: local, ray; external runs are their own trainer's).
+LOCAL = Placement.LOCAL.value
+RAY = Placement.RAY.value
+EXECUTORS = STARTABLE
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 SIGNAL_EXIT = 128  # a wrapper exit status above this is a trainer killed by a signal
 
@@ -43,7 +45,8 @@ def ray_configured() -> bool:
 
 
 def executor_choices() -> list[tuple[str, str]]:
-    choices = [(LOCAL, "local (a subprocess of the train worker)")]
+    """The placements a form offers (trainer.placement's startable ones): ray once a cluster is configured."""
+    choices = [(LOCAL, f"local ({HELP[Placement.LOCAL]})")]
     if ray_configured():
         choices.append((RAY, f"ray (a job on {settings.RAY_ADDRESS})"))
     return choices

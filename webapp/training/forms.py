@@ -209,9 +209,9 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
         from webapp.training import executors
 
         if executors.ray_configured():  # a cluster is configured: the run may go there as a Ray job
-            self.fields["executor"] = forms.ChoiceField(
+            self.fields["executor"] = config_form_field(  # trainer.placement's startable placements
+                "executor",
                 choices=executors.executor_choices(),
-                initial=executors.LOCAL,
                 help_text="local: a subprocess of the train worker; ray: a job on the Ray cluster (docs/scale.md).",
             )
             self.fieldsets = (*self.fieldsets, ("Where it runs", ("executor",)))

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from scoring import formats
 from trainer import report_client
+from trainer.placement import CONFIG_KEY, Placement
 from trainer.report_client import is_noise, log_tail, metric_rows
 from webapp.runs.models import MetricPoint, Run
 from webapp.training import reporting
@@ -353,7 +354,7 @@ def store_batch(*, run_id: int, batch: Mapping[str, Any]) -> dict[str, Any]:
         )
     elif (
         final is not None
-        and (run.config or {}).get("executor") == "external"
+        and (run.config or {}).get(CONFIG_KEY) == Placement.EXTERNAL
         and reporting.accepts_reports(run)
     ):
         _end_external(run, final=final, error=batch.get("error"))

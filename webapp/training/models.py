@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from trainer.placement import Placement
+
 
 class TrainingProcess(models.Model):
     """One per train run. The Run row holds status, heartbeat and log tail; this holds what supervising needs."""
@@ -26,9 +28,9 @@ class TrainingProcess(models.Model):
     # Bytes of metrics.jsonl / samples.jsonl already stored: tailing resumes there.
     metrics_offset = models.BigIntegerField(default=0)
     samples_offset = models.BigIntegerField(default=0)
-    # Which executor runs the trainer (webapp.training.executors): "local" (a subprocess of the train worker) or
-    # "ray" (a Ray job; ``job_id`` is its submission id).
-    executor = models.CharField(max_length=16, default="local")
+    # Where the trainer runs (trainer.placement): local (a subprocess of the train worker) or ray (a Ray job;
+    # ``job_id`` is its submission id).
+    executor = models.CharField(max_length=16, default=Placement.LOCAL.value)
     job_id = models.CharField(max_length=200, blank=True, help_text="the Ray job's submission id")
 
     def __str__(self) -> str:

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from trainer.placement import CONFIG_KEY, Placement
 from webapp.runs.models import Run
 
 logger = logging.getLogger(__name__)
@@ -48,10 +49,10 @@ def log_tail_bytes() -> int:
 
 def is_reported(run: Run) -> bool:
     """The run's trainer reports over HTTP: an external run, or a Ray job (its wrapper posts to ingest)."""
-    if (run.config or {}).get("executor") == "external":
+    if (run.config or {}).get(CONFIG_KEY) == Placement.EXTERNAL:
         return True
     process = getattr(run, "training_process", None) if _has_process(run) else None
-    return process is not None and process.executor == "ray"
+    return process is not None and process.executor == Placement.RAY
 
 
 def _has_process(run: Run) -> bool:
@@ -114,7 +115,7 @@ def stop_reported(run: Run) -> None:
     if run.stop_requested_at is None:
         Run.objects.filter(pk=run.pk, stop_requested_at__isnull=True).update(stop_requested_at=timezone.now())
     process = getattr(run, "training_process", None) if _has_process(run) else None
-    if process is None or process.executor != "ray" or not process.job_id:
+    if process is None or process.executor != Placement.RAY or not process.job_id:
         return
     from webapp.training.services import process_alive
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainer.config import RunConfig
+from trainer.placement import CONFIG_KEY, Placement
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.runs.models import Run
@@ -43,7 +44,7 @@ def training_run_create(
     dataset: Dataset | None = None,
     index: Index | None = None,
     enqueue: bool = True,
-    executor: str = "local",
+    executor: str = Placement.LOCAL.value,
 ) -> Run:
     """A pending train run whose ``config`` is the trainer's full config, and (``enqueue``) its supervisor task on
     commit; without it the caller supervises the run itself (an experiment does, stage by stage).
@@ -64,14 +65,15 @@ def training_run_create(
     folder = run_dir_for(run.pk)
     searches = config.rollout.factory == "agent"
     run.config = run_config(
-        config.to_dict(),
+        {**config.to_dict(), CONFIG_KEY: executor},
         output_dir=str(folder / "output"),
         data_path=str(folder / QUESTIONS_FILE) if dataset else "",
     ).to_dict()
     run.index = index if searches else None
     run.judge_settings = {"judge": config.rollout.options.get("judge")} if run.index else {}
     run.save(update_fields=["config", "index", "judge_settings"])
-    # executor: "local" (a subprocess of the train worker) or "ray" (a Ray job; webapp.training.executors).
+    # Its placement (trainer.placement): local, a subprocess of the train worker, or ray, a Ray job
+    # (webapp.training.executors); the config says it too.
     TrainingProcess.objects.create(run=run, run_dir=str(folder), executor=executor)
     if enqueue:
         _enqueue(run.pk)

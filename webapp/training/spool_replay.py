@@ -26,12 +26,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from trainer import spool
+from trainer.placement import CONFIG_KEY, Placement
 from webapp.common.importing import DataImportError
 from webapp.runs.models import Method, Run
 from webapp.runs.services import run_create, run_mark_started
 from webapp.training.ingest import store_batch
 
-EXECUTOR = "external"  # a run its own trainer reports (webapp.training.reporting.is_reported)
+EXECUTOR = Placement.EXTERNAL.value  # a run its own trainer reports (webapp.training.reporting.is_reported)
 
 
 @dataclass
@@ -128,7 +129,7 @@ def _run_config(manifest: Manifest) -> dict[str, Any]:
     """The trainer's config as the run's, placed ``external``; its trackers were the trainer's own, so searchlab
     does not mirror the rows to them again (webapp.training.trackers.run_trackers)."""
     config = {k: v for k, v in manifest.config.items() if k != "trackers"}
-    return {**config, "executor": EXECUTOR, "spool": {"id": manifest.id, "host": manifest.host}}
+    return {**config, CONFIG_KEY: EXECUTOR, "spool": {"id": manifest.id, "host": manifest.host}}
 
 
 def _named_run(run_id: int, manifest: Manifest | None) -> Run:

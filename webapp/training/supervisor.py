@@ -29,6 +29,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from trainer.placement import Placement
 from trainer.report_client import OutputTailer, tail_text
 from webapp.datasets.models import Question
 from webapp.runs.models import Run
@@ -107,7 +108,7 @@ class Supervisor:
             list(command) if command else trainer_command(self.run_dir / CONFIG_FILE, kind=self.run.kind)
         )
         # The supervisor's heartbeat: a file read for a local trainer; two calls to Ray's Jobs API for a Ray job.
-        ray_job = self.process_row.executor == "ray"
+        ray_job = self.process_row.executor == Placement.RAY
         default_poll = float(getattr(settings, "RAY_POLL_SECONDS", 2.0)) if ray_job else 1.0
         self.poll_seconds = default_poll if poll_seconds is None else poll_seconds
         self.grace_seconds = settings.TRAINING_STOP_GRACE_SECONDS if grace_seconds is None else grace_seconds
@@ -129,7 +130,7 @@ class Supervisor:
         except RunStateError:
             logger.info("run %s was stopped before it started", self.run.pk)
             return Run.objects.get(pk=self.run.pk).status
-        if self.process_row.executor == "ray":
+        if self.process_row.executor == Placement.RAY:
             return self._run_ray_job()
         log_path = self.run_dir / LOG_FILE
         env = {

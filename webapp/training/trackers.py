@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 
 from trainer.config import TRACKERS
+from trainer.placement import CONFIG_KEY, Placement
 from trainer.trackers import FOLDER
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ MIRROR_TIMEOUT_S = 300
 def run_trackers(config: Mapping[str, Any] | None) -> list[str]:
     """The trackers a run reported over HTTP mirrors to (none for a run whose own trainer reports to them)."""
     config = config or {}
-    if config.get("executor") != "external":
+    if config.get(CONFIG_KEY) != Placement.EXTERNAL:
         return []
     wanted = config.get("trackers")
     return [name for name in TRACKERS if isinstance(wanted, list) and name in wanted]

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from trainer.placement import Placement
 from webapp.training.forms import TrainingRunForm, WarmStartForm
 from webapp.training.services import training_run_create, warm_start_run_create
 
@@ -20,7 +21,7 @@ def training_run_new(request: HttpRequest) -> HttpResponse:
             config=form.run_config(output_dir="(the run's folder)"),
             dataset=cleaned.get("dataset"),
             index=cleaned.get("index"),
-            executor=cleaned.get("executor") or "local",
+            executor=cleaned.get("executor") or Placement.LOCAL.value,
         )
         return redirect("runs:detail", run_id=run.pk)
     return render(request, "training/new_run.html", {"form": form}, status=400 if form.errors else 200)
