@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.webapp.factories import RunFactory
 from webapp.runs import hooks
 from webapp.runs.models import Run
 from webapp.training import model_checks
@@ -54,3 +55,20 @@ def test_a_registration_under_a_taken_name_replaces_it(tmp_path: Path) -> None:
     assert (
         model_checks.model_refusal(tmp_path) is None
     )  # the demo's own check: no warm start is writing there
+
+
+@pytest.mark.django_db
+def test_the_status_fragment_takes_a_supervised_runs_part_from_its_supervisor(researcher_client) -> None:
+    heartbeat = {"phase": "update", "step": 3, "max_steps": 8, "time": 4102444800.0}
+    train = RunFactory(
+        kind=Run.Kind.TRAIN, algorithm=Run.Algorithm.GRPO, status=Run.Status.RUNNING, progress=heartbeat
+    )
+    evaluation = RunFactory(kind=Run.Kind.EVAL, status=Run.Status.RUNNING)
+    train_page = researcher_client.get(f"/runs/{train.pk}/status/").content.decode()
+    eval_page = researcher_client.get(f"/runs/{evaluation.pk}/status/").content.decode()
+    assert train_page.count('id="stop-run"') == 1 and eval_page.count('id="stop-run"') == 1
+    assert "step 3 of 8" in train_page  # the heartbeat's progress line (webapp.runs.progress_view)
+    assert 'id="revoke-tokens"' not in train_page  # a local trainer does not report over HTTP
+    evaluation.status = Run.Status.FINISHED
+    evaluation.save()
+    assert 'id="stop-run"' not in researcher_client.get(f"/runs/{evaluation.pk}/status/").content.decode()
