@@ -2,7 +2,7 @@
 
     python demo/make_training_audit_data.py      # rewrites demo/training_hiprag.jsonl, demo/training_audit_labels.jsonl
 
-The run: 12 training steps × 6 trajectories over the demo's 12 questions (``make_demo_data.QUESTIONS``). Early on
+The run: 12 training steps × 8 trajectories over the demo's 12 questions (``make_demo_data.QUESTIONS``). Early on
 the policy searches common knowledge and re-checks facts it already found (over-search); as it trains it searches
 less. Its judge (``scripted-judge (training)``, stored as a ``scripted`` judge version) catches those searches
 early, but its sensitivity falls as the policy learns to phrase a redundant search as a careful one (“to be
@@ -26,14 +26,14 @@ if str(HERE) not in sys.path:
 
 from make_demo_data import PASSAGE_BY_ID, QUESTIONS, _docs  # noqa: E402
 
-SEED = 77
+SEED = 129
 TRAIN_STEPS = 12
-PER_STEP = 6
+PER_STEP = 8
 JUDGE = "scripted-judge (training)"
 RUN_FILE = "training_hiprag.jsonl"
 LABELS_FILE = "training_audit_labels.jsonl"
-# The judge: over-search sensitivity falls from 0.95 to 0.55 over training, specificity 0.92; under-search 0.85/0.93.
-OVER_SE, OVER_SP, UNDER_SE, UNDER_SP = (0.95, 0.55), 0.92, 0.85, 0.93
+# The judge: over-search sensitivity falls from 0.95 to 0.5 over training, specificity 0.95; under-search 0.85/0.95.
+OVER_SE, OVER_SP, UNDER_SE, UNDER_SP = (0.95, 0.5), 0.95, 0.85, 0.95
 BEA_DISAGREES = 0.05  # the second annotator's share of steps answered differently (adjudicated to the truth)
 
 

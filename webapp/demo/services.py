@@ -114,7 +114,7 @@ DEMO_DRIFT_AUDIT = "Judge drift over training (audit by step)"
 
 
 def demo_training_audit(*, demo_dir: Path, users: dict[str, Any]) -> Audit:
-    """The demo's small HiPRAG training run (demo/training_hiprag.jsonl: 12 steps × 6 trajectories, verdicts of a
+    """The demo's small HiPRAG training run (demo/training_hiprag.jsonl: 12 steps × 8 trajectories, verdicts of a
     scripted judge whose over-search sensitivity drifts) and its audit by training step, labelled by ann and bea
     with rey's adjudications (demo/training_audit_labels.jsonl): the drift chart on the audit report and the run
     page at first login. Both files are written by demo/make_training_audit_data.py."""
@@ -133,8 +133,8 @@ def demo_training_audit(*, demo_dir: Path, users: dict[str, Any]) -> Audit:
     audit = audit_create(
         name=DEMO_DRIFT_AUDIT,
         run_ids=[run.pk],
-        # 12 trajectories in each third of the run's training steps (early, middle, late).
-        sample_size=36,
+        # 16 trajectories in each third of the run's training steps (early, middle, late).
+        sample_size=48,
         seed=0,
         stratification=Audit.Stratification.STEP,
         annotators=[users["ann"], users["bea"]],

@@ -28,9 +28,9 @@ def test_the_demo_training_run_holds_every_step_judged_by_a_versioned_scripted_j
     assert run.kind == Run.Kind.TRAIN and run.status == Run.Status.FINISHED
     steps = sorted(set(Trajectory.objects.filter(run=run).values_list("training_step", flat=True)))
     assert steps == list(range(12))
-    assert Trajectory.objects.filter(run=run).count() == 72
+    assert Trajectory.objects.filter(run=run).count() == 96
     verdicts = JudgeVerdict.objects.filter(trajectory__run=run)
-    assert verdicts.count() > 72
+    assert verdicts.count() > 96
     assert not verdicts.filter(version__isnull=True).exists()
     names = set(verdicts.values_list("version__name", flat=True))
     assert len(names) == 1 and next(iter(names)).startswith("scripted-judge (training)·hiprag-prompt@")
@@ -40,7 +40,7 @@ def test_the_demo_audit_by_step_is_labelled_by_two_annotators_with_disagreements
     audit = Audit.objects.get(name=DEMO_DRIFT_AUDIT)
     assert audit.stratification == Audit.Stratification.STEP
     strata = sorted(AuditItem.objects.filter(audit=audit).values_list("stratum", flat=True))
-    assert {s: strata.count(s) for s in set(strata)} == {"early": 12, "middle": 12, "late": 12}
+    assert {s: strata.count(s) for s in set(strata)} == {"early": 16, "middle": 16, "late": 16}
     labels = Label.objects.filter(item__audit=audit)
     ann, bea = (get_user_model().objects.get(username=name) for name in ("ann", "bea"))
     n_steps = sum(item.trajectory.steps.count() for item in AuditItem.objects.filter(audit=audit))
