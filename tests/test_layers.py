@@ -7,7 +7,7 @@ apps of lower tiers, never one of its own tier or above. The project modules (``
 the app's own.
 
 Templates are read too: a template under ``templates/<app>/`` that loads another app's tag library
-(``{% load training_progress %}``) or includes or extends another app's template stands in that app's tier the same
+(``{% load training_reporting %}``) or includes or extends another app's template stands in that app's tier the same
 way. A link (``{% url 'training:new' %}``) names a page, not code, and is not counted.
 
 Read from the source with :mod:`ast` alone (no Django, nothing imported): every ``import`` and ``from`` at any
