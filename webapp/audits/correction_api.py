@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.audits import correction
+from webapp.audits import correction, paired_correction
 from webapp.runs.models import Run
 
 
@@ -93,7 +93,7 @@ class RunCorrectedRatesApi(APIView):
                     "high": d.high,
                     "reason": d.reason,
                 }
-                for d in correction.corrected_differences(baseline_run_id=baseline_id, run_id=run_id)
+                for d in paired_correction.corrected_differences(baseline_run_id=baseline_id, run_id=run_id)
             ]
             if baseline_id is not None
             else []

@@ -8,7 +8,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from webapp.audits import correction
+from webapp.audits import correction, paired_correction
 from webapp.evaluation import compare as compare_selectors
 from webapp.evaluation import rejudge, selectors, services
 from webapp.evaluation.forms import CompareForm, EvaluationForm
@@ -114,7 +114,9 @@ def _comparison(request: HttpRequest, form: CompareForm) -> dict[str, object]:
         ),
         "corrections_a": correction.run_corrections(run_id=run_a.pk),
         "corrections_b": correction.run_corrections(run_id=run_b.pk),
-        "corrected_differences": correction.corrected_differences(baseline_run_id=run_a.pk, run_id=run_b.pk),
+        "corrected_differences": paired_correction.corrected_differences(
+            baseline_run_id=run_a.pk, run_id=run_b.pk
+        ),
         "page": page,
         "chosen": chosen,
         "pair": compare_selectors.trajectory_pair(question=chosen) if chosen else None,

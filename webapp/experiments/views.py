@@ -8,7 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from webapp.audits import correction
+from webapp.audits import paired_correction
 from webapp.evaluation.specs import EvaluationConfigError
 from webapp.experiments import inputs, selectors, services
 from webapp.experiments.forms import KNOB_FIELDS, ExperimentForm
@@ -116,7 +116,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "links": selectors.experiment_links(experiment_id=experiment.pk),
         "stages": services.experiment_stages(spec),
         "table": _display(experiment.result or {}),
-        "corrected": correction.experiment_corrections(result=experiment.result or {}),
+        "corrected": paired_correction.experiment_corrections(result=experiment.result or {}),
         "confidence": round(100 * float((experiment.result or {}).get("confidence", 0.95))),
         "compare_query": selectors.experiment_compare_query(experiment=experiment),
         "imported_from": (experiment.spec or {}).get(IMPORTED_FROM, ""),

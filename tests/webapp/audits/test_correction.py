@@ -6,7 +6,7 @@ import pytest
 
 from scoring.correct import AuditCounts, rogan_gladen
 from tests.webapp.factories import AuditItemFactory, RunFactory, StepFactory, TrajectoryFactory, UserFactory
-from webapp.audits import correction
+from webapp.audits import correction, paired_correction
 from webapp.audits.models import Audit
 from webapp.audits.services import label_save
 from webapp.runs.models import Run
@@ -140,13 +140,18 @@ def test_a_closed_audit_is_preferred_and_a_run_without_labels_says_why():
 def test_the_paired_difference_shares_one_audit_draw():
     perfect = [AuditCounts(1, 0, 0, 1)] * 5
     pairs = [((1, 4), (0, 4)), ((2, 4), (1, 4)), ((0, 4), (0, 4)), ((3, 4), (1, 4))]
-    raw, difference, low, high, reason = correction.paired_corrected_difference(pairs, perfect, n_boot=500)
+    raw, difference, low, high, reason = paired_correction.paired_corrected_difference(
+        pairs, perfect, n_boot=500
+    )
     # A perfect judge (se = sp = 1) corrects nothing: the corrected difference is the raw one.
     assert reason is None and difference == pytest.approx(raw) == pytest.approx(2 / 16 - 6 / 16)
     assert low <= difference <= high
     blind = [AuditCounts(0, 0, 1, 1)] * 3  # never flags: se = 0
-    assert correction.paired_corrected_difference(pairs, blind)[4].startswith("se + sp <= 1")
-    assert correction.paired_corrected_difference(pairs, [])[4] == "the audit has no labels for this detector"
+    assert paired_correction.paired_corrected_difference(pairs, blind)[4].startswith("se + sp <= 1")
+    assert (
+        paired_correction.paired_corrected_difference(pairs, [])[4]
+        == "the audit has no labels for this detector"
+    )
 
 
 def test_the_experiment_table_is_corrected_live(demo):
@@ -157,7 +162,7 @@ def test_the_experiment_table_is_corrected_live(demo):
         "rows": [{"label": "start", "run_id": baseline.pk}, {"label": "trained", "run_id": hiprag.pk}],
         "differences": [{"label": "trained − start", "baseline_run_id": baseline.pk, "run_id": hiprag.pk}],
     }
-    found = correction.experiment_corrections(result=result)
+    found = paired_correction.experiment_corrections(result=result)
     assert [run_id for _, run_id, _ in found.rows] == [baseline.pk, hiprag.pk]
     html = render_to_string("audits/_corrected_experiment.html", {"corrected": found})
     assert "experiment-corrected-table" in html and "no corrected Δ" in html
