@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.budgets import BUDGET_NAMES, BudgetError, RolloutBudgets
 from scoring.scorer import METHODS as _SCORING_METHODS
 from trainer.placement import PLACEMENT_HELP, PLACEMENTS, Placement
 
@@ -45,15 +46,9 @@ TINY_MODEL = "tiny-random"
 DEMO_TRAINABLE_LAYERS = 10
 
 
-# The rollout budgets: every rollout stops at the first it reaches (trainer.agent_rollout, agent.rollout). Forms and
-# the experiment command show exactly these, so a new budget is added here, in its section and nowhere else.
-BUDGETS = (
-    "rollout.max_turns",
-    "rollout.max_turn_tokens",
-    "rollout.max_rollout_tokens",
-    "rollout.max_obs_tokens",
-    "rollout.topk",
-)
+# The rollout budgets (declared in agent.budgets; every rollout stops at the first it reaches). Forms and the
+# experiment command show exactly these, so a new budget is added there and nowhere else.
+BUDGETS = tuple(f"rollout.{name}" for name in BUDGET_NAMES)
 
 
 class ConfigError(ValueError):
@@ -122,7 +117,11 @@ class DataConfig:
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(RolloutBudgets):
+    """The ``rollout`` section: the budgets (:class:`agent.budgets.RolloutBudgets`: max_turns, max_turn_tokens,
+    max_rollout_tokens, max_obs_tokens, topk; 'agent' applies them all, 'generate' the turns and tokens per turn)
+    and what produces the rollouts."""
+
     factory: str = field(
         default="scripted",
         metadata=_help(
@@ -131,40 +130,6 @@ class RolloutConfig:
             "rollout loop and judges against a retrieval index; see trainer.agent_rollout), or 'module:function' "
             "taking (RunConfig, model, tokenizer) and returning a trainer.rollout.RolloutFn."
         ),
-    )
-    max_turns: int = field(
-        default=3,
-        metadata=_help(
-            "Turn budget: search turns before the final answer (Search-R1, AutoSearch), HiPRAG's step budget B, "
-            "Search-P1's action budget B, TIRESRAG's retrieval rounds. Applied by 'agent' and 'generate'.",
-            label="turn budget",
-        ),
-    )
-    max_turn_tokens: int = field(
-        default=64,
-        metadata=_help(
-            "New tokens per model turn; a turn is cut there ('agent' and 'generate').",
-            label="tokens per turn",
-        ),
-    )
-    max_rollout_tokens: int = field(
-        default=0,
-        metadata=_help(
-            "Completion tokens per rollout, the model's and retrieved (what the update trains on); a turn gets at "
-            "most what is left and a rollout with nothing left ends ('budget:rollout_tokens'). 0: "
-            "training.max_completion_length. 'agent' only.",
-            label="tokens per rollout",
-        ),
-    )
-    max_obs_tokens: int = field(
-        default=100,
-        metadata=_help(
-            "Tokens of retrieved text per search (the observation is cut there; 'agent').",
-            label="retrieved tokens per search",
-        ),
-    )
-    topk: int = field(
-        default=3, metadata=_help("Passages per search ('agent').", label="passages per search")
     )
     options: dict[str, Any] = field(
         default_factory=dict, metadata=_help("Free-form options passed to a custom rollout factory.")
@@ -435,14 +400,9 @@ class RunConfig:
     def agent_budgets(self) -> dict[str, int]:
         """agent.rollout.RolloutConfig's budgets from the ``rollout`` section: what training rolls out with, and so
         what an evaluation of the trained model should use to meet it in the same conditions."""
-        r = self.rollout
-        return {
-            "max_turns": r.max_turns,
-            "max_new_tokens": r.max_turn_tokens,
-            "max_rollout_tokens": r.max_rollout_tokens or self.training.max_completion_length,
-            "max_obs_tokens": r.max_obs_tokens,
-            "topk": r.topk,
-        }
+        values = self.rollout.rollout_values()
+        values["max_rollout_tokens"] = values["max_rollout_tokens"] or self.training.max_completion_length
+        return values
 
     def validate(self) -> RunConfig:
         """Cross-field and range checks; returns self so ``config_from_dict`` can chain it."""
@@ -465,9 +425,6 @@ class RunConfig:
             ("training.max_completion_length", t.max_completion_length),
             ("training.logging_steps", t.logging_steps),
             ("model.lora_r", self.model.lora_r),
-            ("rollout.max_turn_tokens", self.rollout.max_turn_tokens),
-            ("rollout.max_obs_tokens", self.rollout.max_obs_tokens),
-            ("rollout.topk", self.rollout.topk),
         )
         for name, count in minimum_one:
             _at_least(name, count, 1)
@@ -478,8 +435,6 @@ class RunConfig:
             ("data.limit", self.data.limit),
             ("model.torch_threads", self.model.torch_threads),
             ("model.trainable_layers", self.model.trainable_layers),
-            ("rollout.max_turns", self.rollout.max_turns),
-            ("rollout.max_rollout_tokens", self.rollout.max_rollout_tokens),
             ("logging.sample_every", self.logging.sample_every),
             ("logging.samples_per_log", self.logging.samples_per_log),
             ("training.beta", t.beta),
@@ -489,6 +444,10 @@ class RunConfig:
         )
         for name, number in minimum_zero:
             _at_least(name, number, 0)
+        try:
+            self.rollout.check()
+        except BudgetError as exc:
+            raise ConfigError(f"rollout.{exc.field}", exc.message) from None
         positive: tuple[tuple[str, float], ...] = (
             ("training.learning_rate", t.learning_rate),
             ("training.temperature", t.temperature),

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.budgets import BudgetError, RolloutBudgets, budget_field
 from trainer.config import METHODS, ConfigError, _build, _help
 
 ALL_METHODS = list(METHODS)
@@ -112,35 +113,27 @@ class WarmStartTraining:
     )
 
 
-@dataclass
-class WarmStartConfig:
+@dataclass(kw_only=True)
+class WarmStartConfig(RolloutBudgets):
+    """A warm start: its budgets (:class:`agent.budgets.RolloutBudgets`, top-level keys ``max_turns`` …, as the
+    runs it prepares will use them), the base model, the questions and the supervised training."""
+
     output_dir: str = field(metadata=_help("The warm-started model and its files go here."))
     index: str = field(default="", metadata=_help("The retrieval index folder the demonstrations search."))
     methods: list[str] = field(
         default_factory=lambda: list(ALL_METHODS), metadata=_help("The formats to teach (one model for all).")
     )
-    max_turns: int = field(
-        default=3,
-        metadata=_help(
-            "The turn budget, as in training; demonstrations search fewer times, leaving the answer a turn."
-        ),
-    )
-    max_obs_tokens: int = field(default=100, metadata=_help("Retrieved tokens per search, as in training."))
-    max_turn_tokens: int = field(
-        default=64,
-        metadata=_help(
-            "Tokens per model turn, as in training: a demonstration with a longer turn is left out (the run's "
-            "budget would cut it)."
-        ),
-    )
-    topk: int = field(default=3, metadata=_help("Passages per search, as in training."))
+    # The budgets of the runs this warm start prepares (agent.budgets.RolloutBudgets): the demonstrations search
+    # with max_obs_tokens and topk, fewer times than max_turns (the answer needs a turn), and one with a model turn
+    # over max_turn_tokens is left out (the runs' budget would cut it).
     max_rollout_tokens: int = field(
         default=512,
-        metadata=_help(
-            "Tokens per rollout of the runs this warm start prepares (the demo's: 512). Checked, with a redundant "
-            "search, to leave room for one search more (agent.rollout.room_for_another_search): 764 at the demo's "
-            "64 tokens per turn and 100 retrieved tokens; give the runs the same budget."
-        ),
+        metadata={
+            **budget_field("max_rollout_tokens").metadata,
+            "help": "Tokens per rollout of the runs this warm start prepares (the demo's: 512). Checked, with a "
+            "redundant search, to leave room for one search more (agent.rollout.room_for_another_search): 764 at "
+            "the demo's 64 tokens per turn and 100 retrieved tokens; give the runs the same budget.",
+        },
     )
     model: WarmStartModel = field(default_factory=WarmStartModel)
     data: WarmStartData = field(default_factory=WarmStartData)
@@ -191,15 +184,16 @@ class WarmStartConfig:
             raise ConfigError(
                 "data.no_search_share", f"must lie in [0, 1), got {self.data.no_search_share!r}"
             )
+        try:
+            self.check()
+        except BudgetError as exc:
+            raise ConfigError(exc.field, exc.message) from None
         for name, value in (
             ("data.questions_per_method", self.data.questions_per_method),
             ("training.batch_size", self.training.batch_size),
             ("training.gradient_accumulation_steps", self.training.gradient_accumulation_steps),
             ("training.max_length", self.training.max_length),
-            ("max_turns", self.max_turns),
-            ("max_obs_tokens", self.max_obs_tokens),
-            ("max_turn_tokens", self.max_turn_tokens),
-            ("topk", self.topk),
+            ("max_turns", self.max_turns),  # a demonstration's searches leave its answer a turn
         ):
             if value < 1:
                 raise ConfigError(name, f"must be ≥ 1, got {value!r}")

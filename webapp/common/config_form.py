@@ -1,7 +1,7 @@
 """Form fields derived from the trainer's own config (trainer.config.RunConfig), so a setting is declared once.
 
 A form lists the dotted paths it shows (``config_fields(("training.max_steps", *BUDGETS))``); each field's type,
-initial value, help text and label come from the config's dataclass field, with per-form overrides where a form
+initial value, range, help text and label come from the config's dataclass field, with per-form overrides where a form
 wants another default (the new-run form starts at lr 1e-5). The field remembers its path, so a form turns its
 cleaned data back into the config's nested dict (:func:`config_values`) and a :class:`ConfigError` back onto the
 field that shows it (:func:`error_field`) without a hand-written table of names.
@@ -37,6 +37,7 @@ def config_form_field(path: str, *, root: type[Any] | None = None, **overrides: 
     }
     if f.metadata.get("label"):
         options["label"] = f.metadata["label"]
+    options.update(_range_options(f.metadata))
     choices = overrides.pop("choices", f.metadata.get("choices"))
     options.update(overrides)
     field: forms.Field
@@ -60,6 +61,22 @@ def config_form_field(path: str, *, root: type[Any] | None = None, **overrides: 
         raise TypeError(f"{path}: no form field for {typing.get_origin(annotation) or annotation!r}")
     setattr(field, PATH_ATTRIBUTE, path)
     return field
+
+
+def _range_options(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A declared range (``low``/``high`` metadata: agent.budgets) as the field's bounds, refused in the config's own
+    words (``must be ≥ 1, got 0``)."""
+    options: dict[str, Any] = {}
+    messages: dict[str, str] = {}
+    if metadata.get("low") is not None:
+        options["min_value"] = metadata["low"]
+        messages["min_value"] = "must be ≥ %(limit_value)s, got %(show_value)s"
+    if metadata.get("high") is not None:
+        options["max_value"] = metadata["high"]
+        messages["max_value"] = "must be ≤ %(limit_value)s, got %(show_value)s"
+    if messages:
+        options["error_messages"] = messages
+    return options
 
 
 def config_fields(

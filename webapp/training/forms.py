@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+from agent.judge_spec import TRAIN
 from trainer.config import (
     ALGORITHMS,
     BUDGETS,
@@ -28,12 +29,12 @@ from webapp.common.config_form import (
     form_name,
 )
 from webapp.common.fieldsets import FieldsetsMixin
-from webapp.common.judge_options import JudgeEndpointFields
+from webapp.common.judge_options import JudgeEndpointFields, judge_field
 from webapp.common.methods import METHOD_CHOICES, evidence_judge_problem, weight_help
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.training import model_checks
-from webapp.training.config import default_model_path, judge_option, run_config, warm_start_values
+from webapp.training.config import default_model_path, run_config, warm_start_values
 
 DEMO_TRAIN_DATASET = "demo_multihop"  # webapp.imports.services_demo
 # Two searches of ~100 retrieved tokens, their turns and the answer fit (agent.rollout.room_for_another_search
@@ -75,7 +76,7 @@ FORM_DEFAULTS: dict[str, dict[str, object]] = {
     "training.questions_per_step": {"required": False, "min_value": 0},
     "training.dynamic_sampling_max_draws": {"required": False, "min_value": 0},
     "training.seed": {"min_value": 0},
-    "rollout.max_rollout_tokens": {"initial": DEMO_ROLLOUT_TOKENS, "min_value": 0},
+    "rollout.max_rollout_tokens": {"initial": DEMO_ROLLOUT_TOKENS},
     **{path: {"label": f"{path.rsplit('.', 1)[-1].replace('_', ' ')} (PPO)"} for path in PPO_PATHS},
     "validation.every_steps": {"required": False, "min_value": 0},
     "validation.questions": {"required": False, "min_value": 1},
@@ -142,13 +143,8 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
         empty_label="none",
         help_text="The retrieval index the agent rollout searches (only ready indexes are listed).",
     )
-    judge = forms.ChoiceField(
-        choices=(
-            ("none", "none"),
-            ("policy", "policy judges itself (CPU demo only)"),
-            ("evidence", "evidence — heuristic, no LLM (HiPRAG: supporting passages and repeated queries)"),
-            ("endpoint", "OpenAI-compatible endpoint"),
-        ),
+    judge = judge_field(  # agent.judge_spec.KINDS
+        TRAIN,
         initial="none",
         help_text="The step/answer judge of the agent rollout (HiPRAG's over/under-search detector, …).",
     )
@@ -233,8 +229,9 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         judge, rollout = cleaned.get("judge"), cleaned.get("rollout")
-        self.require_endpoint(cleaned)
-        problem = evidence_judge_problem([cleaned.get("method") or ""]) if judge == "evidence" else None
+        self.require_endpoint(cleaned, TRAIN)
+        heuristic = judge in ("evidence", "reask")  # the evidence rules judge under-search in both
+        problem = evidence_judge_problem([cleaned.get("method") or ""]) if heuristic else None
         if problem:
             self.add_error("judge", problem[0].upper() + problem[1:] + ".")
         if judge not in (None, "none") and rollout not in (None, "agent"):
@@ -282,12 +279,7 @@ class TrainingRunForm(FieldsetsMixin, JudgeEndpointFields, _ConfigFields):
                     "rollout.options", "the agent rollout needs an index; pick one or use 'scripted'"
                 )
             values["rollout"]["options"]["index"] = index.path
-            judge = judge_option(
-                cleaned.get("judge") or "none",
-                base_url=cleaned.get("judge_base_url") or "",
-                model=cleaned.get("judge_model") or "",
-                api_key_env=cleaned.get("judge_api_key_env") or "",
-            )
+            judge = self.judge_spec().rollout_option()
             if judge is not None:
                 values["rollout"]["options"]["judge"] = judge
         return values
@@ -326,29 +318,10 @@ _WarmStartFields = config_form_class(
             "asking for what its passage gave): the controlled test of a process reward (docs/warm_start.md). "
             "Needs a turn budget of 4 and tokens per rollout with room for it (764 at 64 and 100).",
         },
-        "max_turns": {
-            "required": False,
-            "min_value": 1,
-            "label": "turn budget",
-            "help_text": "As in training.",
-        },
-        "max_rollout_tokens": {
-            "required": False,
-            "min_value": 1,
-            "label": "tokens per rollout",
-            "help_text": "The runs' budget, checked to hold the demonstrations' searches; give the runs the same.",
-        },
+        # The budgets' labels, ranges and help are agent.budgets' (a demonstration needs a turn for its answer).
+        "max_turns": {"required": False, "min_value": 1},
+        "max_rollout_tokens": {"required": False, "min_value": 1},
         "training.epochs": {"min_value": 0.1},
-        "max_obs_tokens": {
-            "min_value": 1,
-            "label": "retrieved tokens per search",
-            "help_text": "As in training.",
-        },
-        "max_turn_tokens": {
-            "min_value": 1,
-            "label": "tokens per turn",
-            "help_text": "As in training: a demonstration with a longer model turn is left out.",
-        },
     },
     root=WarmStartConfig,
 )
