@@ -7,8 +7,9 @@ none of them, in code or in templates (``tests/test_layers.py``). Its pages reac
   supervisor and stopped, and its part of the status fragment (quiet, stopping, Stop, revoke ingest tokens);
 - **run page parts**: a name in the run page's context and how to read it for a run (``trajectories``: the newest
   trajectories; the run page's polled trajectories fragment reads the same part);
-- **run page panels**: templates the run page includes in their order, each for the runs it applies to
-  (``evaluation``: an evaluation run's report; ``audits``: judge drift from the run's audits);
+- **run page panels**: templates the run page includes in their order, each for the runs it applies to, as
+  sections (``evaluation``: an evaluation run's report; ``audits``: judge drift from the run's audits) or among
+  the run's facts (``training``: where its trainer runs, a Ray job's id);
 - **summary rows**: pooled report rows of runs without metric points (``evaluation``: an evaluation run's report),
   which give the runs list its numbers for such runs.
 
@@ -40,11 +41,12 @@ class Supervisor:
 
 @dataclass(frozen=True)
 class Panel:
-    """A section of the run page: ``template`` is rendered with the page's context where ``shows(run)``."""
+    """A part of the run page: ``template`` is rendered with the page's context where ``shows(run)``."""
 
     template: str
     order: int  # panels stand in this order, lowest first
     shows: Callable[[Run], bool]
+    place: str  # "sections" (below the curves) or "facts" (items of the facts list: <dt> and <dd>)
 
 
 _supervisors: dict[str, Supervisor] = {}
@@ -73,16 +75,26 @@ def run_parts(run: Run, names: Iterable[str] | None = None) -> dict[str, Any]:
     return {name: read(run) for name, read in wanted.items()}
 
 
+PLACES = ("sections", "facts")
+
+
 def run_panel_register(
-    name: str, *, template: str, order: int, shows: Callable[[Run], bool] = lambda run: True
+    name: str,
+    *,
+    template: str,
+    order: int,
+    shows: Callable[[Run], bool] = lambda run: True,
+    place: str = "sections",
 ) -> None:
-    _panels[name] = Panel(template=template, order=order, shows=shows)
+    if place not in PLACES:
+        raise ValueError(f"run panel {name!r}: place must be one of {', '.join(PLACES)}, got {place!r}")
+    _panels[name] = Panel(template=template, order=order, shows=shows, place=place)
 
 
-def run_panels(run: Run) -> list[str]:
-    """The templates of the panels that show for ``run``, in their order."""
+def run_panels(run: Run, place: str = "sections") -> list[str]:
+    """The templates of the panels in ``place`` that show for ``run``, in their order."""
     panels = sorted(_panels.values(), key=lambda panel: panel.order)
-    return [panel.template for panel in panels if panel.shows(run)]
+    return [panel.template for panel in panels if panel.place == place and panel.shows(run)]
 
 
 def summary_rows_register(

@@ -42,6 +42,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "overlay_runs": selectors.overlay_candidates(run=run),
         "flat_steps": selectors.steps_without_spread(run_id=run.pk),
         "run_panels": hooks.run_panels(run),  # the upper apps' sections: evaluation report, audit drift
+        "run_facts": hooks.run_panels(run, "facts"),  # and facts: the trainer's executor
         **hooks.run_parts(run),  # the upper apps' parts: trajectories
     }
     return render(request, "runs/run_detail.html", context)

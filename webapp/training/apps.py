@@ -17,3 +17,6 @@ class TrainingConfig(AppConfig):
             status_template="training/_run_status_part.html",
         )
         hooks.supervisor_register(kinds=Run.SUPERVISED_KINDS, supervisor=supervisor)
+        hooks.run_panel_register(
+            "trainer executor", template="training/_run_facts.html", order=10, place="facts"
+        )

@@ -31,6 +31,9 @@ def test_run_parts_and_summary_rows_come_from_the_apps_that_hold_them() -> None:
         hooks.run_parts(run, ["no such part"])
     assert hooks.summary_rows([run.pk]) == {}
     assert hooks.run_panels(run) == ["evaluation/_report_slot.html", "audits/_run_drift_panel.html"]
+    assert hooks.run_panels(run, "facts") == ["training/_run_facts.html"]
+    with pytest.raises(ValueError, match="place must be one of sections, facts"):
+        hooks.run_panel_register("x", template="x.html", order=1, place="footer")
     run.kind = Run.Kind.TRAIN
     assert hooks.run_panels(run) == ["audits/_run_drift_panel.html"]  # the report is an evaluation run's only
     assert model_checks.model_notices() == ["demo/_warm_model_notice_slot.html"]
