@@ -34,6 +34,10 @@ demo/experiment3_split.json``, ``bench/experiment3_split.py``): the training can
 (before the screen) and the evaluation its held-out questions (all of them unless ``--eval-limit``) instead of the
 ``train`` and ``test`` splits.
 
+``--screen-only`` stops after the screen (``out/train_questions.jsonl`` and ``out/screen_yield.json``: candidates,
+kept, questions by passes): the screen done on a CPU beforehand, whose list a GPU run given the same ``--out``
+trains on without screening again.
+
 ``--smoke`` runs every stage on a tiny random model with a handful of questions, its warm start included (about
 75 s on a CPU): the check before device time is spent. ``manage.py experiment_import BUNDLE`` (or the web app's
 Imports page) brings the bundle into the web app as an experiment (``webapp.experiments.bundles``).
@@ -52,6 +56,7 @@ import tarfile
 import threading
 import time
 import tomllib
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -586,6 +591,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--eval-reserve", type=float, default=120, help="seconds kept for the trained evaluations"
     )
+    parser.add_argument(
+        "--screen-only",
+        action="store_true",
+        help="stop after the screen: out/train_questions.jsonl and screen_yield.json, to ship to a GPU run "
+        "(which skips its screen when out/train_questions.jsonl exists)",
+    )
     parser.add_argument("--smoke", action="store_true", help="a tiny random model, a few questions, 2 steps")
     args = parser.parse_args(argv)
     for name in ("corpus", "questions"):
@@ -678,6 +689,9 @@ def run(args: argparse.Namespace, work: Path, out: Path, log: Log, snapshot: Sna
     if not train_file.is_file() and not screen(args, start, index, budgets, train_file, out, log):
         return 1
     snapshot.take()
+    if args.screen_only:
+        log(f"screen only: {train_file} written; stopping before training")
+        return 0
 
     pairs = list(range(args.seeds))
 
@@ -906,6 +920,18 @@ def screen(
         for r in candidates
         if args.screen_min <= counts[str(r["id"])] <= args.screen_max
     ]
+    passes = Counter(counts.values())
+    screen_yield = {
+        "candidates": len(candidates),
+        "kept": len(kept),
+        "yield": len(kept) / len(candidates),
+        "samples": args.screen_samples,
+        "kept_range": [args.screen_min, args.screen_max],
+        "questions_by_passes": {str(n): passes[n] for n in sorted(passes)},
+        "temperature": args.temperature,
+        "start_model": str(start),
+    }
+    (out / "screen_yield.json").write_text(json.dumps(screen_yield, indent=1), encoding="utf-8")
     if not kept:
         log("screen: no question kept; stopping")
         return False

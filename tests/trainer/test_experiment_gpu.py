@@ -80,18 +80,22 @@ def test_the_smoke_runs_seed_pairs_on_a_split_and_pools_them(tmp_path: Path) -> 
     split_file = tmp_path / "split.json"
     split_file.write_text(json.dumps(split.summary()), encoding="utf-8")
     work, out = tmp_path / "work", tmp_path / "out"
-    code = _script().main(
-        [
-            "--smoke",
-            "--seeds=2",
-            f"--split={split_file}",
-            f"--work={work}",
-            f"--out={out}",
-            f"--corpus={corpus}",
-            f"--questions={questions}",
-        ]
-    )
+    common = [
+        f"--split={split_file}",
+        f"--work={work}",
+        f"--out={out}",
+        f"--corpus={corpus}",
+        f"--questions={questions}",
+    ]
+    # the screen first, alone (as on a CPU beforehand), then the seed pairs train on its list without screening again
+    assert _script().main(["--smoke", "--screen-only", *common]) == 0, (out / "log.txt").read_text()
+    screen_yield = json.loads((out / "screen_yield.json").read_text())
+    kept = (out / "train_questions.jsonl").read_text()
+    assert screen_yield["kept"] == len(kept.splitlines()) and not (out / "seeds").exists()
+    code = _script().main(["--smoke", "--seeds=2", *common])
     assert code == 0, (out / "log.txt").read_text()
+    assert (out / "train_questions.jsonl").read_text() == kept
+    assert (out / "log.txt").read_text().count("screen: ") == 1  # screened once
     assert json.loads((out / "experiment.json").read_text())["seeds"] == [0, 1]
     screened = [json.loads(line)["id"] for line in (out / "screen_questions.jsonl").read_text().splitlines()]
     assert screened and set(screened) <= set(
