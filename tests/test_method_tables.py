@@ -24,7 +24,7 @@ EVERY_METHOD = [
     "scoring.bench:METHODS",
     "agent.rollout:PAPER_CONFIGS",
     "agent.rollout_methods:METHODS",
-    "trainer.demonstrations:TURNS",
+    "trainer.demonstration_turns:TURNS",
     "trainer.scripted:SCRIPTS",
     "trainer.verl_reward:JUDGE_WORK",  # veRL's judge outcomes per method
     "trainer.config:METHODS",
