@@ -130,6 +130,10 @@ class _State:
     )  # (reason, position) of the agent's format errors
     pending: list[_Call] = field(default_factory=list)
     calls: list[_Call] = field(default_factory=list)
+    steps: list[Step | _Call] = field(default_factory=list)  # a call becomes a step at the end (_steps)
+    answers: list[str] = field(default_factory=list)
+    extras: dict[str, str] = field(default_factory=dict)
+    answered: bool = False  # the list ends with the assistant's answer turn
 
     def fail(self, reason: str, message: int | None) -> None:
         position = self.offsets[message] if message is not None and message < len(self.offsets) else -1
@@ -246,66 +250,14 @@ def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_
     except (TypeError, ValueError) as exc:  # not JSON-serialisable (a Python object in a message)
         return _malformed_trajectory(None, "messages", f"not JSON-serialisable: {exc}")
     state = _State(frozenset(search_tools), offsets)
-    steps: list[Step | _Call] = []  # a call's step is made at the end, once its tool message is known
-    answers: list[str] = []
-    extras: dict[str, str] = {}
-    final_answer: str | None = None
-    answered = False  # the list ends with the assistant's answer turn
     try:
         if not messages:
             raise _Malformed("messages", "empty (expected the conversation's messages)", None)
         last = len(messages) - 1
         for i, message in enumerate(messages):
-            if not isinstance(message, Mapping):
-                raise _Malformed(
-                    f"messages[{i}]", f"expected a message object, got {type(message).__name__}", i
-                )
-            role = message.get("role")
-            if role not in _ROLES:
-                raise _Malformed(
-                    f"messages[{i}].role", f"expected one of {', '.join(sorted(_ROLES))}, got {role!r}", i
-                )
-            content = _content(message.get("content"), f"messages[{i}].content", i)
-            if role != "assistant" and message.get("tool_calls"):
-                raise _Malformed(f"messages[{i}].tool_calls", f"a {role} message cannot call tools", i)
-            if role == "tool":
-                _answer_tool(message, i, content, state)
-                continue
-            if role in ("system", "developer", "user"):
-                if role == "user" and QUESTION_KEY not in extras and content.strip():
-                    extras[QUESTION_KEY] = content.strip()
-                if state.pending:
-                    _unanswered(state)
-                continue
-            _unanswered(state)  # an assistant turn: every earlier call must have been answered by now
-            reasoning = message.get("reasoning_content")
-            reasoning = (reasoning + "\n" if isinstance(reasoning, str) and reasoning else "") + content
-            calls = _tool_calls(message, i, reasoning, state)
-            tagged = [a.strip() for a in _ANSWER.findall(content)]
-            answers.extend(tagged)
-            if calls:
-                state.pending.extend(calls)
-                state.calls.extend(calls)
-                steps.extend(calls)
-                continue
-            if i == last:
-                answered = True
-                final_answer = tagged[-1] if tagged else content.strip()
-                if not final_answer:
-                    state.fail(f"messages[{i}].content: the final assistant message is empty (no answer)", i)
-                    final_answer = None
-                elif not tagged:
-                    answers.append(final_answer)
-                body = _ANSWER.sub("", reasoning).strip() if tagged else ""
-                steps.append(_text_step(len(steps), i, body, final_answer, message, state))
-            elif reasoning.strip():
-                steps.append(
-                    _text_step(
-                        len(steps), i, reasoning.strip(), tagged[-1] if tagged else None, message, state
-                    )
-                )
+            _read_message(message, i, i == last, state)
         _unanswered(state)
-        if not answered:
+        if not state.answered:
             ending = (
                 "tool calls"
                 if messages[last].get("role") == "assistant"
@@ -320,10 +272,10 @@ def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_
         return Trajectory(
             format=FORMAT_NAME,
             text=text,
-            steps=_steps(steps, state),
-            answers=tuple(answers),
+            steps=_steps(state.steps, state),
+            answers=tuple(state.answers),
             error=FormatError(str(exc), position),
-            extras={**extras, MALFORMED_KEY: exc.field},
+            extras={**state.extras, MALFORMED_KEY: exc.field},
         )
     error = None
     if state.errors:
@@ -332,11 +284,64 @@ def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_
     return Trajectory(
         format=FORMAT_NAME,
         text=text,
-        steps=_steps(steps, state),
-        answers=tuple(answers),
+        steps=_steps(state.steps, state),
+        answers=tuple(state.answers),
         error=error,
-        extras=extras,
+        extras=state.extras,
     )
+
+
+def _read_message(message: Any, i: int, final: bool, state: _State) -> None:
+    """Message ``i`` of the log: a tool's result answers its call, the first user text is the question, an
+    assistant message is a turn (``final``: the list's last message)."""
+    if not isinstance(message, Mapping):
+        raise _Malformed(f"messages[{i}]", f"expected a message object, got {type(message).__name__}", i)
+    role = message.get("role")
+    if role not in _ROLES:
+        raise _Malformed(
+            f"messages[{i}].role", f"expected one of {', '.join(sorted(_ROLES))}, got {role!r}", i
+        )
+    content = _content(message.get("content"), f"messages[{i}].content", i)
+    if role != "assistant" and message.get("tool_calls"):
+        raise _Malformed(f"messages[{i}].tool_calls", f"a {role} message cannot call tools", i)
+    if role == "tool":
+        _answer_tool(message, i, content, state)
+    elif role == "assistant":
+        _assistant_turn(message, i, content, final, state)
+    else:  # system, developer, user
+        if role == "user" and QUESTION_KEY not in state.extras and content.strip():
+            state.extras[QUESTION_KEY] = content.strip()
+        if state.pending:
+            _unanswered(state)
+
+
+def _assistant_turn(message: Mapping[str, Any], i: int, content: str, final: bool, state: _State) -> None:
+    """An assistant message: its tool calls (each a step once answered), or a text step; the final one answers."""
+    _unanswered(state)  # every earlier call must have been answered by now
+    reasoning = message.get("reasoning_content")
+    reasoning = (reasoning + "\n" if isinstance(reasoning, str) and reasoning else "") + content
+    calls = _tool_calls(message, i, reasoning, state)
+    tagged = [a.strip() for a in _ANSWER.findall(content)]
+    state.answers.extend(tagged)
+    steps = state.steps
+    if calls:
+        state.pending.extend(calls)
+        state.calls.extend(calls)
+        steps.extend(calls)
+    elif final:
+        state.answered = True
+        final_answer: str | None = tagged[-1] if tagged else content.strip()
+        if not final_answer:
+            state.fail(f"messages[{i}].content: the final assistant message is empty (no answer)", i)
+            final_answer = None
+        elif not tagged:
+            state.answers.append(final_answer)
+        body = _ANSWER.sub("", reasoning).strip() if tagged else ""
+        steps.append(_text_step(len(steps), i, body, final_answer, message, state))
+    elif reasoning.strip():
+        steps.append(
+            _text_step(len(steps), i, reasoning.strip(), tagged[-1] if tagged else None, message, state)
+        )
 
 
 def _steps(items: list[Step | _Call], state: _State) -> tuple[Step, ...]:
