@@ -296,7 +296,8 @@ def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(
 
     from trainer.models import freeze_lower_layers, tiny_model, tiny_tokenizer
     from trainer.progress import ProgressReporter
-    from trainer.warm_start import _train_cached, shared_prefixes, step_batches
+    from trainer.warm_start import shared_prefixes, step_batches
+    from trainer.warm_start_cached import train_cached
 
     tokenizer = tiny_tokenizer()
     generator = torch.Generator().manual_seed(0)
@@ -328,7 +329,7 @@ def test_the_cached_trainer_makes_the_same_updates_as_training_the_whole_model(
     )
     cached = tiny_model(tokenizer, layers=4, seed=1)
     plain = tiny_model(tokenizer, layers=4, seed=1)
-    _train_cached(config, cached, examples, ProgressReporter(tmp_path))
+    train_cached(config, cached, examples, ProgressReporter(tmp_path))
 
     freeze_lower_layers(plain, trainable)
     assert not plain.model.embed_tokens.weight.requires_grad  # the tied embeddings stay as they are
