@@ -199,7 +199,7 @@ def test_a_parser_that_fails_costs_its_sample_only(client, monkeypatch):
 
 @pytest.mark.django_db
 def test_a_sample_the_database_refuses_costs_that_sample_only(client, monkeypatch):
-    from webapp.training import ingest as ingest_module
+    from webapp.training import ingest_samples as ingest_module
 
     real = ingest_module.trajectory_bulk_create
 
