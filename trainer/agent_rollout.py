@@ -96,29 +96,14 @@ class AgentRollout:
         )
 
     def _judges(self, backend: Any) -> Any:
-        from agent.evaluate import Judges
-        from agent.judge_client import JudgeEndpoint, OpenAIJudge, TransformersJudge
+        """The rollout's judges from ``rollout.options.judge`` (agent.judge_spec: its kinds and builder). The CPU
+        demo's self-judge answers in at most POLICY_JUDGE_TOKENS: its verdicts are a few tokens, and a rambling
+        reply would cost the step 256 tokens of generation per call (a reply cut before its verdict is unparseable,
+        not "no")."""
+        from agent.judge_spec import JudgeSpec, build_judges
 
-        if self.judge_option is None:
-            return Judges()
-        if self.judge_option == "evidence":  # the heuristic judge (scoring.judging.evidence): no LLM
-            return Judges(evidence=True)
-        if self.judge_option == "reask":
-            # HiPRAG's over-search test (Sec. 3.2): the policy re-asked each query without retrieval, its answer
-            # matched lexically with the step's conclusion (scoring.judging.reask); under-search: the evidence rules.
-            return Judges(evidence=True, reask=True)
-        if isinstance(self.judge_option, Mapping) and self.judge_option.get("reask"):
-            # The same test with an endpoint judging equivalence by Fig. 5's prompt; reask = "endpoint" re-asks the
-            # endpoint's model instead of the policy.
-            option = {k: v for k, v in self.judge_option.items() if k != "reask"}
-            endpoint = OpenAIJudge(JudgeEndpoint(**option))
-            regenerator = endpoint if self.judge_option["reask"] == "endpoint" else None
-            return Judges(judge=endpoint, evidence=True, reask=True, regenerator=regenerator)
-        if self.judge_option == "policy":
-            # The CPU demo's self-judge: its verdicts are a few tokens; 48 keeps a rambling reply from costing the
-            # step 256 tokens of generation per call (a reply cut before its verdict is unparseable, not "no").
-            return Judges(judge=TransformersJudge(backend, max_new_tokens=POLICY_JUDGE_TOKENS))
-        return Judges(judge=OpenAIJudge(JudgeEndpoint(**dict(self.judge_option))))
+        spec = JudgeSpec.from_rollout_option(self.judge_option)
+        return build_judges(spec, backend, policy_max_new_tokens=POLICY_JUDGE_TOKENS)
 
     def __call__(self, requests: Sequence[RolloutRequest], policy: Any) -> list[Rollout]:
         from agent.backend_transformers import TransformersBackend

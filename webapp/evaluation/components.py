@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 from agent.backends import BackendConfig, GenerationBackend, make_backend
 from agent.evaluate import Judges
-from agent.judge_client import ChatJudge, JudgeEndpoint, OpenAIJudge, TransformersJudge
+from agent.judge_client import JudgeEndpoint
+from agent.judge_spec import build_judges as agent_build_judges
 from retrieval.searcher import Searcher
 from webapp.corpora.models import Index
 from webapp.evaluation.specs import EvaluationConfigError, EvaluationSpec
@@ -55,32 +56,21 @@ def build_judges(
     policy: GenerationBackend,
     cache_for: Callable[[str], PrefetchedJudgeCache],
 ) -> Judges:
-    """The run's judges; ``cache_for(model)`` gives the judge cache of a judge model (one per model)."""
-    settings = spec.judge
-    judge: ChatJudge | None = None
-    if settings.kind == "openai" or (settings.kind == "policy" and spec.backend == "openai"):
-        endpoint = JudgeEndpoint(
-            base_url=settings.base_url if settings.kind == "openai" else spec.base_url,
-            model=settings.model if settings.kind == "openai" else spec.model,
-            api_key_env=(settings.api_key_env if settings.kind == "openai" else spec.api_key_env) or None,
-            timeout=settings.timeout,
-            concurrency=settings.concurrency,
+    """The run's judges (agent.judge_spec.build_judges); ``cache_for(model)`` gives the judge cache of a judge model
+    (one per model). A served policy judging itself is asked through its own endpoint."""
+    policy_endpoint = None
+    if spec.backend == "openai":
+        policy_endpoint = JudgeEndpoint(
+            base_url=spec.base_url,
+            model=spec.model,
+            api_key_env=spec.api_key_env or None,
+            timeout=spec.judge.timeout,
+            concurrency=spec.judge.concurrency,
         )
-        judge = OpenAIJudge(endpoint, cache=cache_for(endpoint.model))
-    elif settings.kind == "policy":
-        # The in-process policy judges itself: TransformersJudge batches concurrent requests into chat() calls.
-        transformers_judge = TransformersJudge(policy)
-        transformers_judge.cache = cache_for(transformers_judge.model)
-        judge = transformers_judge
-    if settings.kind == "evidence":  # HiPRAG's heuristic detectors (scoring.judging.evidence): no LLM
-        return Judges(plans=PrefetchedPlanStore(""), evidence=True)
-    # HiPRAG's over-search test (Sec. 3.2) on the policy, lexical match: no LLM judge.
-    if settings.kind == "reask":
-        return Judges(plans=PrefetchedPlanStore(""), evidence=True, reask=True)
-    if judge is None:
-        return Judges(plans=PrefetchedPlanStore(""))
-    return Judges(
-        judge=judge,
-        answer_judge=judge if settings.answer_judge else None,
-        plans=PrefetchedPlanStore(judge.model),
+    return agent_build_judges(
+        spec.judge,
+        policy,
+        policy_endpoint=policy_endpoint,
+        cache_for=cache_for,
+        plans_for=PrefetchedPlanStore,
     )

@@ -8,30 +8,17 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+from agent.judge_spec import EVALUATE
 from webapp.common.fieldsets import FieldsetsMixin
-from webapp.common.judge_options import JudgeEndpointFields
+from webapp.common.judge_options import JudgeEndpointFields, judge_field
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.evaluation.specs import (
     EvaluationConfigError,
     EvaluationSpec,
-    JudgeSpec,
     evaluation_spec_check,
 )
 from webapp.runs.models import Method, Run
-
-JUDGE_CHOICES = (
-    ("none", "no LLM judge (OSR/USR stay undefined)"),
-    ("policy", "the policy model judges"),
-    ("openai", "an OpenAI-compatible endpoint"),
-    ("evidence", "evidence — heuristic, no LLM (HiPRAG's over-/under-search from the supporting passages)"),
-    (
-        "reask",
-        "re-ask — HiPRAG's over-search test: the policy re-asked each query without retrieval, its answer "
-        "matched with the step's conclusion (no LLM judge); under-search by the evidence rules",
-    ),
-)
-
 
 # The rollout budgets a user may set (agent.rollout.RolloutConfig fields; empty: the method's paper settings).
 ROLLOUT_FIELDS = ("topk", "max_turns", "max_new_tokens", "max_rollout_tokens", "max_obs_tokens")
@@ -72,7 +59,7 @@ class EvaluationForm(FieldsetsMixin, JudgeEndpointFields):
         label="/retrieve URL",
         help_text="a Search-R1-compatible retrieval server instead of an index",
     )
-    judge = forms.ChoiceField(choices=JUDGE_CHOICES, initial="none")
+    judge = judge_field(EVALUATE, initial="none")
     answer_judge = forms.BooleanField(required=False, label="Also judge answer correctness with the LLM")
     topk = forms.IntegerField(required=False, min_value=1, max_value=50, help_text="empty: the paper's")
     max_turns = forms.IntegerField(
@@ -160,13 +147,7 @@ class EvaluationForm(FieldsetsMixin, JudgeEndpointFields):
             dataset_ids=tuple(d.pk for d in data["datasets"]),
             index_id=data["index"].pk if data.get("index") else None,
             retrieve_url=data.get("retrieve_url") or "",
-            judge=JudgeSpec(
-                kind=data["judge"],
-                base_url=data.get("judge_base_url") or "",
-                model=data.get("judge_model", "").strip(),
-                api_key_env=data.get("judge_api_key_env", "").strip(),
-                answer_judge=data.get("answer_judge", False),
-            ),
+            judge=self.judge_spec(answer_judge=data.get("answer_judge", False)),
             params=data.get("params") or {},
             rollout=rollout,
             limit=data.get("limit"),

@@ -27,7 +27,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent import judges as det
-from agent.judge_client import ChatJudge, JudgeEndpoint, JudgeStats, OpenAIJudge
+from agent.judge_client import ChatJudge, JudgeStats, OpenAIJudge
+from agent.judge_spec import REJUDGE, JudgeKind, JudgeSpec, JudgeSpecError, judge_spec_check, kinds_for
 from scoring import formats
 from scoring.judging import evidence
 from scoring.verdicts import Verdict
@@ -37,7 +38,9 @@ from webapp.trajectories.judge_versions import judge_spec, judge_version_get_or_
 from webapp.trajectories.models import JudgeVerdict, Trajectory
 
 logger = logging.getLogger(__name__)
-KINDS = ("evidence", "openai")
+KINDS = kinds_for(REJUDGE)  # agent.judge_spec.KINDS: the kinds a stored run can be judged again by
+# What a re-judge job stores of its judge (only the sampling settings given); the spec check bounds each.
+SETTINGS = ("kind", "base_url", "model", "api_key_env", "temperature", "timeout", "max_tokens", "max_retries")
 BATCH_SIZE = 16
 N_ERROR_EXAMPLES = 5
 _OUTCOMES = {
@@ -49,40 +52,32 @@ _OUTCOMES = {
 
 
 def rejudge_judge_check(judge: Mapping[str, Any]) -> dict[str, Any]:
-    """The judge settings a re-judge stores (never a key: only the NAME of its environment variable); a
-    ``ValidationError`` naming the field otherwise."""
-    kind = judge.get("kind")
-    if kind not in KINDS:
-        raise ValidationError({"kind": f"expected one of {', '.join(KINDS)}, got {kind!r}"})
-    if kind == "evidence":
-        return {"kind": "evidence"}
-    base_url, model = str(judge.get("base_url") or "").strip(), str(judge.get("model") or "").strip()
-    if not base_url.startswith(("http://", "https://")):
-        raise ValidationError({"base_url": "an openai judge needs the endpoint's http(s) URL"})
-    if not model:
-        raise ValidationError({"model": "name the model the judge endpoint serves"})
-    settings: dict[str, Any] = {"kind": "openai", "base_url": base_url, "model": model}
-    settings["api_key_env"] = str(judge.get("api_key_env") or "")
-    for name, low, high in (("temperature", 0.0, 2.0), ("timeout", 1.0, 600.0)):
-        if judge.get(name) is not None:
+    """The judge settings a re-judge stores (an ``agent.judge_spec.JudgeSpec`` of a kind offered for a re-judge,
+    with the settings given; never a key: only the NAME of its environment variable); a ``ValidationError`` naming
+    the field otherwise."""
+    given = {k: v for k, v in judge.items() if v is not None and k in SETTINGS}
+    for name in ("temperature", "timeout"):  # numbers as a form or JSON gives them ("0.5" too)
+        if name in given and not isinstance(given[name], bool):
             try:
-                value = float(judge[name])
+                given[name] = float(given[name])
             except (TypeError, ValueError):
                 raise ValidationError({name: "expected a number"}) from None
-            if not low <= value <= high:
-                raise ValidationError({name: f"expected a number from {low} to {high}"})
-            settings[name] = value
-    if judge.get("max_tokens") is not None:
-        tokens = judge["max_tokens"]
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 32768:
-            raise ValidationError({"max_tokens": "expected a whole number from 1 to 32768"})
-        settings["max_tokens"] = tokens
-    if judge.get("max_retries") is not None:
-        retries = judge["max_retries"]
-        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
-            raise ValidationError({"max_retries": "expected a whole number from 0 to 10"})
-        settings["max_retries"] = retries
-    return settings
+    for name in ("base_url", "model", "api_key_env"):
+        given[name] = str(given.get(name) or "").strip()
+    spec = JudgeSpec.from_json(given, default_kind="")
+    try:
+        judge_spec_check(spec, REJUDGE)
+    except JudgeSpecError as exc:
+        raise ValidationError({exc.field: exc.message}) from None
+    if spec.kind == JudgeKind.EVIDENCE:
+        return {"kind": spec.kind}
+    settings: dict[str, Any] = {
+        "kind": spec.kind,
+        "base_url": spec.base_url,
+        "model": spec.model,
+        "api_key_env": spec.api_key_env,
+    }
+    return {**settings, **{name: getattr(spec, name) for name in SETTINGS[4:] if name in given}}
 
 
 def _version_spec(run: Run, judge: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,16 +118,7 @@ def rejudge_create(
 
 
 def _openai_judge(settings: Mapping[str, Any]) -> ChatJudge:
-    endpoint = JudgeEndpoint(
-        base_url=settings["base_url"],
-        model=settings["model"],
-        api_key_env=settings.get("api_key_env") or None,
-        timeout=float(settings.get("timeout", 60.0)),
-        max_retries=int(settings.get("max_retries", 4)),
-        temperature=float(settings.get("temperature", 0.0)),
-        max_tokens=settings.get("max_tokens"),
-    )
-    return OpenAIJudge(endpoint, stats=JudgeStats())
+    return OpenAIJudge(JudgeSpec.from_json(settings).endpoint(), stats=JudgeStats())
 
 
 JudgeFactory = Callable[[Mapping[str, Any]], ChatJudge]

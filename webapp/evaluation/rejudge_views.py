@@ -15,15 +15,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent.judge_spec import REJUDGE, kind_choices
 from webapp.evaluation import rejudge
 from webapp.evaluation.models import RejudgeJob
 from webapp.runs.models import Run
 
 
 class RejudgeForm(forms.Form):
-    kind = forms.ChoiceField(
-        choices=(("evidence", "evidence heuristic (no LLM)"), ("openai", "OpenAI-compatible endpoint"))
-    )
+    kind = forms.ChoiceField(choices=kind_choices(REJUDGE))  # agent.judge_spec.KINDS
     base_url = forms.CharField(required=False, label="judge base URL")
     model = forms.CharField(required=False, label="judge model")
     api_key_env = forms.CharField(required=False, label="API key variable (its NAME)")

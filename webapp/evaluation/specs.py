@@ -11,13 +11,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agent.judge_spec import EVALUATE, JudgeSpec, JudgeSpecError, form_field, judge_spec_check
 from agent.rollout import RolloutConfig
 from scoring.scorer import ScoringInputError, method_params
 from webapp.runs.models import Method
 
 # transformers and vllm run a local model folder in the worker (vllm: `make vllm`, docs/vllm.md); openai calls a server.
 BACKEND_KINDS = ("transformers", "vllm", "openai")
-JUDGE_KINDS = ("none", "policy", "openai", "evidence", "reask")
 # The rollout settings a run may override (the rest are each method's paper settings, agent.rollout.PAPER_CONFIGS).
 ROLLOUT_OVERRIDES = (
     "topk",
@@ -41,21 +41,6 @@ class EvaluationConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class JudgeSpec:
-    """``none``: no LLM judge (OSR/USR stay undefined); ``policy``: the policy model judges; ``openai``: an
-    OpenAI-compatible chat endpoint at ``base_url`` serving ``model``, its key in the variable NAMED
-    ``api_key_env``. ``answer_judge`` adds LLM-as-judge answer correctness."""
-
-    kind: str = "none"
-    base_url: str = ""
-    model: str = ""
-    api_key_env: str = ""
-    answer_judge: bool = False
-    timeout: float = 60.0
-    concurrency: int = 32
-
-
-@dataclass(frozen=True, slots=True)
 class EvaluationSpec:
     method: str
     model: str  # a local model folder (transformers) or a served model name (openai)
@@ -65,7 +50,7 @@ class EvaluationSpec:
     api_key_env: str = ""
     index_id: int | None = None
     retrieve_url: str = ""
-    judge: JudgeSpec = field(default_factory=JudgeSpec)
+    judge: JudgeSpec = field(default_factory=JudgeSpec)  # agent.judge_spec: its kinds are evaluations'
     params: dict[str, Any] = field(default_factory=dict)  # reward weights, declared in scoring.params
     rollout: dict[str, Any] = field(default_factory=dict)  # ROLLOUT_OVERRIDES
     limit: int | None = None  # questions per dataset (the first ones, in import order)
@@ -81,7 +66,7 @@ class EvaluationSpec:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["dataset_ids"] = tuple(values.get("dataset_ids", ()))
-        values["judge"] = JudgeSpec(**values.get("judge", {}))
+        values["judge"] = JudgeSpec.from_json(values.get("judge"))
         return cls(**values)
 
 
@@ -128,18 +113,10 @@ def evaluation_spec_check(spec: EvaluationSpec) -> None:
     if (spec.index_id is None) == (not spec.retrieve_url):
         raise EvaluationConfigError("index", "choose an index or give a /retrieve URL (one of the two)")
     _check_url("retrieve_url", spec.retrieve_url)
-    judge = spec.judge
-    if judge.kind not in JUDGE_KINDS:
-        raise EvaluationConfigError("judge", f"one of {', '.join(JUDGE_KINDS)}")
-    if judge.kind == "openai":
-        if not judge.base_url:
-            raise EvaluationConfigError("judge_base_url", "an OpenAI-compatible judge needs its base URL")
-        if not judge.model:
-            raise EvaluationConfigError("judge_model", "name the model the judge endpoint serves")
-    _check_url("judge_base_url", judge.base_url)
-    _check_env_name("judge_api_key_env", judge.api_key_env)
-    if judge.answer_judge and judge.kind in ("none", "evidence", "reask"):
-        raise EvaluationConfigError("answer_judge", "LLM-as-judge correctness needs a judge")
+    try:
+        judge_spec_check(spec.judge, EVALUATE)
+    except JudgeSpecError as exc:
+        raise EvaluationConfigError(form_field(exc.field), exc.message) from None
     if not isinstance(spec.params, dict):
         raise EvaluationConfigError("params", "a JSON object of reward parameters")
     _check_reward_params(spec.method, spec.params)

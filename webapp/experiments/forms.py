@@ -6,14 +6,16 @@ from typing import Any
 
 from django import forms
 
+from agent.judge_spec import EXPERIMENT
 from trainer.config import ALGORITHMS, config_field
 from webapp.common.config_form import config_form_field
 from webapp.common.fieldsets import FieldsetsMixin
-from webapp.common.judge_options import JudgeEndpointFields
+from webapp.common.judge_options import JudgeEndpointFields, judge_field
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.experiments.specs import (
     DEFAULT_BASELINE,
+    DEFAULT_JUDGE,
     DEFAULT_METHODS,
     DEFAULTS,
     EVAL_ENGINES,
@@ -101,15 +103,7 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
     index = forms.ModelChoiceField(
         queryset=Index.objects.filter(status=Index.Status.READY).select_related("corpus").order_by("name")
     )
-    judge = forms.ChoiceField(
-        choices=(
-            ("evidence", "evidence — heuristic, no LLM (HiPRAG's detectors from supporting passages)"),
-            ("none", "none"),
-            ("policy", "policy judges itself (CPU demo only)"),
-            ("endpoint", "OpenAI-compatible endpoint"),
-        ),
-        initial="evidence",
-    )
+    judge = judge_field(EXPERIMENT, initial=DEFAULT_JUDGE)
     algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in ALGORITHMS], initial=_D.algorithm)
     screen_samples = forms.IntegerField(
         required=False,
@@ -192,7 +186,7 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        self.require_endpoint(cleaned)
+        self.require_endpoint(cleaned, EXPERIMENT)
         try:
             arms = [parse_arm(line) for line in (cleaned.get("arms") or "").splitlines() if line.strip()]
         except ExperimentConfigError as exc:

@@ -11,13 +11,14 @@ from typing import Any
 
 from django.conf import settings
 
+from agent.judge_spec import EXPERIMENT, JudgeSpec, JudgeSpecError, judge_from_option
 from scoring.guessable import guessable
 from trainer.config import TINY_MODEL
 from webapp.corpora.models import Index
 from webapp.corpora.services import corpus_for_file, index_register_ready
 from webapp.datasets.models import Dataset, Question
 from webapp.datasets.services import dataset_import
-from webapp.experiments.specs import ExperimentConfigError, JudgeChoice
+from webapp.experiments.specs import ExperimentConfigError
 
 
 def experiments_dir() -> Path:
@@ -149,10 +150,11 @@ def resolve_model(value: str | None) -> str:
     return str(folder.resolve())
 
 
-def judge_choice(value: str, *, model: str = "", api_key_env: str = "") -> JudgeChoice:
-    """``evidence``, ``none``, ``policy`` or an OpenAI-compatible base URL."""
-    if value in ("evidence", "none", "policy"):
-        return JudgeChoice(kind=value)
-    if value.startswith(("http://", "https://")):
-        return JudgeChoice(kind="openai", base_url=value, model=model, api_key_env=api_key_env)
-    raise ExperimentConfigError("judge", "evidence, none, policy, or an http(s):// base URL")
+def judge_choice(value: str, *, model: str = "", api_key_env: str = "", base_url: str = "") -> JudgeSpec:
+    """A kind an experiment offers (agent.judge_spec.KINDS) or an OpenAI-compatible base URL."""
+    try:
+        return judge_from_option(
+            value, use=EXPERIMENT, model=model, api_key_env=api_key_env, base_url=base_url
+        )
+    except JudgeSpecError as exc:
+        raise ExperimentConfigError("judge", exc.message) from None

@@ -9,6 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from agent.judge_spec import EXPERIMENT, JudgeKind, JudgeSpec, JudgeSpecError, form_field, judge_spec_check
 from trainer.config import (
     ALGORITHMS,
     BUDGETS,
@@ -27,7 +28,6 @@ from webapp.training.executors import ray_configured
 
 DEFAULT_METHODS = ("search_r1", "hiprag")
 DEFAULT_BASELINE = "search_r1"  # Search-R1's outcome reward: every seed paper's baseline
-JUDGE_KINDS = ("evidence", "none", "policy", "openai")
 EVAL_ENGINES = (
     "transformers",
     "vllm",
@@ -111,23 +111,13 @@ class ExperimentConfigError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class JudgeChoice:
-    """``evidence`` (the heuristic, no LLM), ``none``, ``policy`` (the policy judges itself) or ``openai`` (an
-    OpenAI-compatible endpoint at ``base_url`` serving ``model``; its key in the variable NAMED ``api_key_env``)."""
+# An experiment's judge is an agent.judge_spec.JudgeSpec of a kind offered for experiments; the heuristic by default.
+JudgeChoice = JudgeSpec  # its name before the spec was agent's, kept for scripts
+DEFAULT_JUDGE = JudgeKind.EVIDENCE.value
 
-    kind: str = "evidence"
-    base_url: str = ""
-    model: str = ""
-    api_key_env: str = ""
 
-    @property
-    def label(self) -> str:
-        if self.kind == "evidence":
-            return "evidence — heuristic (scoring.judging.evidence, no LLM)"
-        if self.kind == "openai":
-            return f"{self.model} at {self.base_url}"
-        return self.kind
+def default_judge() -> JudgeSpec:
+    return JudgeSpec(kind=DEFAULT_JUDGE)
 
 
 # The key in Experiment.spec that marks an experiment imported from a bundle (webapp.experiments.bundles), with the
@@ -179,7 +169,7 @@ class ExperimentSpec:
     train_dataset_id: int
     eval_dataset_id: int
     index_id: int
-    judge: JudgeChoice = field(default_factory=JudgeChoice)
+    judge: JudgeSpec = field(default_factory=default_judge)
     algorithm: str = "grpo"
     # trainer.config values every arm trains with (the KNOBS), laid over RUN_DEFAULTS.
     run: dict[str, Any] = field(default_factory=dict)
@@ -245,7 +235,7 @@ class ExperimentSpec:
                 set_path(run, LR_SCHEDULE, LEGACY_LR_SCHEDULE)
         values["run"] = run
         values["arms"] = tuple(Arm(**arm) for arm in values["arms"])
-        values["judge"] = JudgeChoice(**values.get("judge", {}))
+        values["judge"] = JudgeSpec.from_json(values.get("judge"), default_kind=DEFAULT_JUDGE)
         return cls(**values)
 
     @classmethod
@@ -295,10 +285,10 @@ def experiment_spec_check(spec: ExperimentSpec) -> None:
         raise ExperimentConfigError(
             "baseline", f"{spec.baseline!r} is not one of the arms ({', '.join(names)})"
         )
-    if spec.judge.kind not in JUDGE_KINDS:
-        raise ExperimentConfigError("judge", f"one of {', '.join(JUDGE_KINDS)} (or an http(s):// URL)")
-    if spec.judge.kind == "openai" and not (spec.judge.base_url and spec.judge.model):
-        raise ExperimentConfigError("judge_model", "an endpoint judge needs its base URL and its model name")
+    try:
+        judge_spec_check(spec.judge, EXPERIMENT)
+    except JudgeSpecError as exc:
+        raise ExperimentConfigError(form_field(exc.field), exc.message) from None
     problem = evidence_judge_problem(spec.methods) if spec.judge.kind == "evidence" else None
     if problem:
         raise ExperimentConfigError("judge", problem)

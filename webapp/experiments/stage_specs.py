@@ -8,7 +8,7 @@ from typing import Any
 from trainer.config import ConfigError, RunConfig, merge
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
-from webapp.evaluation.specs import EvaluationSpec, JudgeSpec
+from webapp.evaluation.specs import EvaluationSpec
 from webapp.experiments.inputs import dataset_rows, experiment_dataset
 from webapp.experiments.models import Experiment, ExperimentRun
 from webapp.experiments.screening import pass_counts, screened_rows
@@ -20,17 +20,14 @@ from webapp.experiments.specs import (
     option_for,
 )
 from webapp.runs.models import Run
-from webapp.training.config import judge_option, run_config
+from webapp.training.config import run_config
 
 
 def training_config(spec: ExperimentSpec, arm: Arm, model: str, index: Index) -> RunConfig:
     """One arm's trainer config: its method and reward weights, the experiment's knobs, the agent rollout on its
     index with its judge, every other setting the trainer's default. Raises ConfigError (trainer.config's and
     scoring's rules)."""
-    judge = spec.judge
-    option = judge_option(
-        judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
-    )
+    option = spec.judge.rollout_option()
     values = merge(
         spec.run_values(),
         {
@@ -90,7 +87,6 @@ def training_dataset(experiment: Experiment, spec: ExperimentSpec) -> Dataset:
 def evaluation_spec(spec: ExperimentSpec, arm: Arm, model: str, screen_sample: int = 0) -> EvaluationSpec:
     """An evaluation in the arm's format, its rewards with the arm's weights (the start model's: the method's); a
     screen's sample (1..n) is the start model on the training questions, sampled as training samples them."""
-    judge = spec.judge
     config = training_config(spec, arm, model, Index.objects.get(pk=spec.index_id))
     rollout: dict[str, Any] = {**config.agent_budgets(), "seed": spec.seed}
     if screen_sample:
@@ -100,9 +96,7 @@ def evaluation_spec(spec: ExperimentSpec, arm: Arm, model: str, screen_sample: i
         model=model,
         dataset_ids=(spec.train_dataset_id if screen_sample else spec.eval_dataset_id,),
         index_id=spec.index_id,
-        judge=JudgeSpec(
-            kind=judge.kind, base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env
-        ),
+        judge=spec.judge,
         params=dict(arm.params),
         # The training budgets: the models are evaluated in the conditions they were trained in.
         rollout=rollout,

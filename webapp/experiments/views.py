@@ -36,7 +36,6 @@ def _spec(form: ExperimentForm) -> ExperimentSpec:
     held_out = inputs.select_rows(
         inputs.dataset_rows(data["eval_dataset"]), split=data["eval_split"], limit=data["eval_limit"]
     )
-    judge = data["judge"]
     spec = ExperimentSpec.with_knobs(
         {name: data[name] for name in KNOB_FIELDS},
         arms=data["arm_list"],
@@ -47,11 +46,7 @@ def _spec(form: ExperimentForm) -> ExperimentSpec:
         ).pk,
         eval_dataset_id=inputs.experiment_dataset(rows=held_out, label="eval").pk,
         index_id=data["index"].pk,
-        judge=inputs.judge_choice(
-            data["judge_base_url"] if judge == "endpoint" else judge,
-            model=data["judge_model"],
-            api_key_env=data["judge_api_key_env"],
-        ),
+        judge=form.judge_spec(),
         algorithm=data["algorithm"],
         eval_batch_size=data["eval_batch_size"],
         **{name: data[name] for name in SCREEN_FIELDS if data.get(name) is not None},

@@ -59,21 +59,6 @@ def warm_start_values(values: Mapping[str, Any], *, output_dir: str, data_path: 
     return merge(dict(values), {"output_dir": output_dir, "data": {"path": data_path}})
 
 
-def judge_option(
-    kind: str, *, base_url: str = "", model: str = "", api_key_env: str = ""
-) -> str | dict[str, str] | None:
-    """``rollout.options.judge`` (trainer.agent_rollout): None, "policy", "evidence", or an OpenAI-compatible endpoint
-    ("endpoint" or "openai") with the NAME of its key's environment variable, never the key."""
-    if kind in ("none", ""):
-        return None
-    if kind in ("policy", "evidence"):
-        return kind
-    option = {"base_url": base_url, "model": model}
-    if api_key_env:
-        option["api_key_env"] = api_key_env
-    return option
-
-
 def run_config(values: Mapping[str, Any], *, output_dir: str, data_path: str = "") -> RunConfig:
     """The trainer's config of a run from its values (a form's or an experiment's) and its folders, validated by
     trainer.config's rules and the method's weights by scoring's; raises ConfigError like the trainer."""

@@ -48,7 +48,9 @@ def test_it_runs_an_evaluation_from_the_command_line_and_prints_the_table(
 def test_it_names_the_option_at_fault(tmp_path: Path, datasets: Any) -> None:
     with pytest.raises(CommandError, match="--dataset: no dataset named 'squad'"):
         call_command("evaluate", "--model", str(tmp_path), "--dataset", "squad", "--index", "1")
-    with pytest.raises(CommandError, match=r"--judge: none, policy, or an http\(s\)://"):
+    with pytest.raises(
+        CommandError, match=r"--judge: none, policy, evidence, reask, openai, or an http\(s\)://"
+    ):
         call_command(
             "evaluate", "--model", str(tmp_path), "--dataset", "nq", "--index", "1", "--judge", "ftp://x"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -9,14 +10,15 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agent.judge_spec import EVALUATE
 from webapp.common.commands import user_by_name_option
-from webapp.common.judge_options import add_judge_arguments
+from webapp.common.judge_options import JudgeSpecError, add_judge_arguments, judge_from_options
 from webapp.datasets.models import Dataset
 from webapp.evaluation import selectors
 from webapp.evaluation.forms import ROLLOUT_FIELDS
 from webapp.evaluation.reporting import report_text
 from webapp.evaluation.services import evaluation_run_create, evaluation_run_execute
-from webapp.evaluation.specs import EvaluationConfigError, EvaluationSpec, JudgeSpec
+from webapp.evaluation.specs import EvaluationConfigError, EvaluationSpec
 from webapp.runs.models import Method, Run
 
 
@@ -37,7 +39,7 @@ class Command(BaseCommand):
         retrieval = parser.add_mutually_exclusive_group(required=True)
         retrieval.add_argument("--index", type=int, help="Index id (a ready index folder)")
         retrieval.add_argument("--retrieve-url", default="", help="a Search-R1-compatible /retrieve server")
-        add_judge_arguments(parser, default="none", kinds="none, policy (the policy judges)")
+        add_judge_arguments(parser, default="none", use=EVALUATE)
         parser.add_argument("--answer-judge", action="store_true", help="LLM-as-judge answer correctness too")
         parser.add_argument("--limit", type=int, help="questions per dataset")
         parser.add_argument("--topk", type=int)
@@ -84,9 +86,10 @@ class Command(BaseCommand):
         missing = [n for n in names if n not in found]
         if missing:
             raise CommandError(f"--dataset: no dataset named {', '.join(map(repr, missing))}")
-        judge = options["judge"]
-        if judge not in ("none", "policy") and not judge.startswith(("http://", "https://")):
-            raise CommandError("--judge: none, policy, or an http(s):// base URL")
+        try:
+            judge = judge_from_options(options, use=EVALUATE)
+        except JudgeSpecError as exc:
+            raise CommandError(f"--judge: {exc.message}") from None
         try:
             params = json.loads(options["params"])
         except json.JSONDecodeError as exc:
@@ -104,13 +107,7 @@ class Command(BaseCommand):
             dataset_ids=tuple(found[n] for n in dict.fromkeys(names)),
             index_id=options["index"],
             retrieve_url=options["retrieve_url"] or "",
-            judge=JudgeSpec(
-                kind=judge if judge in ("none", "policy") else "openai",
-                base_url=judge if judge.startswith("http") else "",
-                model=options["judge_model"],
-                api_key_env=options["judge_api_key_env"],
-                answer_judge=options["answer_judge"],
-            ),
+            judge=dataclasses.replace(judge, answer_judge=options["answer_judge"]),
             params=params,
             rollout=rollout,
             limit=options["limit"],

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agent.judge_spec import EXPERIMENT
 from trainer.config import ALGORITHMS, config_field
 from webapp.common.commands import user_by_name_option
 from webapp.common.judge_options import add_judge_arguments
@@ -22,6 +23,7 @@ from webapp.experiments.processes import ExperimentBusy
 from webapp.experiments.reporting import result_text
 from webapp.experiments.specs import (
     DEFAULT_BASELINE,
+    DEFAULT_JUDGE,
     DEFAULT_METHODS,
     DEFAULTS,
     EVAL_ENGINES,
@@ -121,9 +123,7 @@ class Command(BaseCommand):
         index = parser.add_mutually_exclusive_group(required=False)
         index.add_argument("--index", metavar="PATH", help="an index folder (retrieval.index.build_index)")
         index.add_argument("--index-id", type=int, help="a ready Index row")
-        add_judge_arguments(
-            parser, default="evidence", kinds="evidence (heuristic, no LLM; the default), none, policy"
-        )
+        add_judge_arguments(parser, default=DEFAULT_JUDGE, use=EXPERIMENT)
         parser.add_argument("--algorithm", choices=ALGORITHMS, default=_D.algorithm)
         for path in KNOBS:  # trainer.config's fields: their types, defaults (the experiment's) and help
             f, annotation = config_field(path)
@@ -220,7 +220,10 @@ class Command(BaseCommand):
                 self.stderr.write(f"warning: {len(overlap)} held-out question(s) are also training questions")
             index = self._index(options)
             judge = inputs.judge_choice(
-                options["judge"], model=options["judge_model"], api_key_env=options["judge_api_key_env"]
+                options["judge"],
+                model=options["judge_model"],
+                api_key_env=options["judge_api_key_env"],
+                base_url=options["judge_base_url"],
             )
             spec = ExperimentSpec.with_knobs(
                 {knob_name(path): options[knob_name(path)] for path in KNOBS},
