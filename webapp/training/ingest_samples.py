@@ -16,8 +16,8 @@ from django.db import transaction
 from scoring import formats
 from webapp.runs.models import Run
 from webapp.training.ingest_rows import OUTCOMES, Refusal, RowError, check_sample, sample_key_of
+from webapp.trajectories.bulk import TrajectoryInput, VerdictInput, trajectory_bulk_create
 from webapp.trajectories.chat import sample_format
-from webapp.trajectories.services import TrajectoryInput, VerdictInput, trajectory_bulk_create
 
 logger = logging.getLogger(__name__)
 
