@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.budgets import BudgetError, RolloutBudgets, budget_field
-from trainer.config import METHODS, ConfigError, _build, _help
+from trainer.config import METHODS
+from trainer.config_base import ConfigError, build
+from trainer.config_base import config_help as _help
 
 ALL_METHODS = list(METHODS)
 
@@ -201,7 +203,7 @@ def check_inputs(config: WarmStartConfig) -> None:
 
 
 def warm_start_config(values: dict[str, Any]) -> WarmStartConfig:
-    config: WarmStartConfig = _build(WarmStartConfig, values, "")
+    config: WarmStartConfig = build(WarmStartConfig, values, "")
     return config.validate()
 
 
