@@ -1,7 +1,7 @@
 """An evaluation run without Django: questions → rollouts → judges → rewards and metrics → the report.
 
 :func:`evaluate` rolls out every question with the method, judges each trajectory with the detectors its method
-needs, scores it with :func:`scoring.scorer.score` and builds the papers' report with
+needs (:mod:`agent.method_judging`), scores it with :func:`scoring.scorer.score` and builds the papers' report with
 :func:`scoring.aggregates.evaluation_report`. The Celery task of a later round turns ORM rows into
 :class:`~agent.rollout.Question` values, calls this, and stores :class:`TrajectoryRecord` rows.
 
@@ -21,114 +21,41 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent import judges as det
 from agent.backends import GenerationBackend
+from agent.evaluation_records import EvaluationResult, Judges, TrajectoryRecord
 from agent.judge_client import ChatJudge
+from agent.method_judging import (
+    JUDGEMENTS,
+    LLM_JUDGE_WORK,
+    REFERENCE_PLAN_METHODS,
+    record_judgements,
+    score_record,
+    single,
+)
 from agent.rollout import PAPER_CONFIGS, Progress, Question, Rollout, RolloutConfig, run_rollouts
 from agent.rollout_methods import METHODS
 from retrieval.searcher import Searcher
-from scoring.aggregates import EvaluationReport, TrajectoryOutcome, evaluation_report
+from scoring.aggregates import evaluation_report
 from scoring.formats import parse
-from scoring.judging.searchp1 import ReferencePlan
-from scoring.metrics import cover_exact_match, exact_match, flashrag_acc, token_f1
-from scoring.rewards.result import Reward
-from scoring.rewards.searchp1 import SearchP1Evaluation
-from scoring.scorer import METHODS as SCORING_METHODS
-from scoring.scorer import ScoringInputError, score
+from scoring.metrics import cover_exact_match, exact_match, token_f1
 from scoring.trajectory import Trajectory
-from scoring.verdicts import MissingVerdict, Verdict
 
-
-@dataclass(slots=True)
-class Judges:
-    """The judges of a run. ``judge`` serves every LLM detector; ``under_search_judge`` overrides it for HiPRAG's
-    verifier (the paper uses a reasoning model there); ``answer_judge`` turns on LLM-as-judge correctness."""
-
-    judge: ChatJudge | None = None
-    under_search_judge: ChatJudge | None = None
-    answer_judge: ChatJudge | None = None
-    plans: det.ReferencePlanStore = field(default_factory=det.InMemoryPlanStore)
-    regeneration_batch_size: int = 64
-    # HiPRAG's over-/under-search detectors from the evidence heuristic (scoring.judging.evidence) instead of an
-    # LLM: no judge calls at all; the other detectors still use ``judge`` when one is set.
-    evidence: bool = False
-    # HiPRAG's own over-search test (Sec. 3.2, agent.judges.hiprag_over_search) in place of the evidence heuristic's
-    # over-search rules, beside its under-search: each query is re-asked without retrieval to ``regenerator`` (a chat
-    # client) or, when None, to the policy; ``judge`` compares the answer with the step's conclusion (Fig. 5's
-    # prompt), or, when None, scoring.judging.reask's lexical match (no LLM). Set with ``evidence=True``.
-    reask: bool = False
-    regenerator: ChatJudge | None = None
-
-    def all(self) -> list[ChatJudge]:
-        found: list[ChatJudge] = []
-        for judge in (self.judge, self.under_search_judge, self.answer_judge, self.regenerator):
-            if judge is not None and all(judge is not other for other in found):
-                found.append(judge)
-        return found
-
-
-@dataclass(slots=True)
-class TrajectoryRecord:
-    question: Question
-    rollout: Rollout
-    trajectory: Trajectory
-    em: bool
-    cem: bool
-    f1: float
-    verdicts: dict[str, list[det.JudgeResult]] = field(default_factory=dict)
-    intermediate_answers: list[str] | None = None
-    reward: Reward | None = None
-    reward_error: str | None = (
-        None  # why there is no reward (a verdict the reward needs is missing or an error)
-    )
-
-    @property
-    def text(self) -> str:
-        return self.rollout.text
-
-    def flags(self, detector: str) -> tuple[Verdict | None, ...]:
-        return tuple(result.verdict for result in self.verdicts.get(detector, []))
-
-    def outcome(self) -> TrajectoryOutcome:
-        intermediate = None
-        if self.intermediate_answers is not None:
-            intermediate = tuple(exact_match(a, self.question.golds) for a in self.intermediate_answers)
-        return TrajectoryOutcome(
-            dataset=self.question.dataset,
-            cem=self.cem,
-            em=self.em,
-            f1=self.f1,
-            format_ok=self.trajectory.valid,
-            n_searches=self.trajectory.n_searches,
-            over_search=self.flags(det.OVER_SEARCH),
-            under_search=self.flags(det.UNDER_SEARCH),
-            intermediate_correct=intermediate,
-            over_search_rules=tuple(result.rule for result in self.verdicts.get(det.OVER_SEARCH, [])),
-            acc=flashrag_acc(self.trajectory.answer, self.question.golds),
-        )
-
-
-@dataclass(slots=True)
-class EvaluationResult:
-    method: str
-    records: list[TrajectoryRecord]
-    report: EvaluationReport
-    judge_stats: dict[str, dict[str, Any]]  # per judge model
-    generation_tokens: dict[str, int]
-    seconds: float
-
-    @property
-    def judge_errors(self) -> int:
-        return sum(
-            1
-            for r in self.records
-            for results in r.verdicts.values()
-            for x in results
-            if x.verdict is Verdict.ERROR
-        )
+__all__ = [
+    "JUDGEMENTS",
+    "JUDGE_CALLS",
+    "LLM_JUDGE_WORK",
+    "REFERENCE_PLAN_METHODS",
+    "EvaluationResult",
+    "Judges",
+    "TrajectoryRecord",
+    "evaluate",
+    "evaluate_sync",
+    "record_judgements",
+    "score_record",
+]
 
 
 def _answer_metrics(trajectory: Trajectory, golds: Sequence[str]) -> tuple[bool, bool, float]:
@@ -136,81 +63,6 @@ def _answer_metrics(trajectory: Trajectory, golds: Sequence[str]) -> tuple[bool,
     if answer is None:
         return False, False, 0.0
     return exact_match(answer, golds), cover_exact_match(answer, golds), token_f1(answer, golds).f1
-
-
-def _hiprag_judgements(record: TrajectoryRecord) -> dict[str, Any]:
-    by_step: dict[int, Verdict | None] = {}
-    rules: dict[int, str] = {}  # the evidence judge's rule behind an over-search flag
-    for detector in (det.OVER_SEARCH, det.UNDER_SEARCH):
-        for result in record.verdicts.get(detector, []):
-            if result.step_index is not None:
-                by_step[result.step_index] = result.verdict
-                if result.rule:
-                    rules[result.step_index] = result.rule
-    flags = [by_step.get(i) for i in range(len(record.trajectory.steps))]
-    # The scorer reads a list up to the last step it needs; stop at the first step without a verdict.
-    known = []
-    for flag in flags:
-        if flag is None:
-            break
-        known.append(flag.value)
-    if rules:
-        return {"step_flags": known, "step_rules": [rules.get(i) for i in range(len(known))]}
-    return {"step_flags": known}
-
-
-def _autosearch_judgements(record: TrajectoryRecord) -> dict[str, Any]:
-    return {"intermediate_answers": list(record.intermediate_answers or [])}
-
-
-def _searchp1_judgements(record: TrajectoryRecord) -> dict[str, Any]:
-    path = record.verdicts.get(det.PATH, [])
-    plan = record.verdicts.get(det.REFERENCE_PLAN, [])
-    evaluation = path[0].value if path and path[0].verdict is None else None
-    reference = plan[0].value if plan and isinstance(plan[0].value, ReferencePlan) else None
-    fields = None
-    if evaluation is not None:
-        fields = {name: getattr(evaluation, name) for name in SearchP1Evaluation.__dataclass_fields__}
-    return {"evaluation": fields, "n_ref_steps": len(reference.path) if reference else None}
-
-
-def _tiresrag_judgements(record: TrajectoryRecord) -> dict[str, Any]:
-    sufficiency = record.verdicts.get(det.SUFFICIENCY, [])
-    thinking = record.verdicts.get(det.THINKING, [])
-    out: dict[str, Any] = {}
-    if sufficiency and sufficiency[0].verdict is not None:
-        out["sufficiency"] = sufficiency[0].verdict.value
-    if thinking:
-        out["thinking"] = thinking[0].score if thinking[0].verdict is None else thinking[0].verdict.value
-    return out
-
-
-# Each method's verdicts as the scorer's ``judgements`` (scoring.scorer.METHODS[method].judgements); Search-R1
-# reads none.
-JUDGEMENTS: dict[str, Callable[[TrajectoryRecord], dict[str, Any]]] = {
-    "hiprag": _hiprag_judgements,
-    "autosearch": _autosearch_judgements,
-    "search_p1": _searchp1_judgements,
-    "tiresrag": _tiresrag_judgements,
-}
-
-
-def record_judgements(method: str, record: TrajectoryRecord) -> dict[str, Any]:
-    """The scorer's ``judgements`` for this method, as JSON-like values ("error"/"unparseable" kept as such)."""
-    found = JUDGEMENTS.get(method)
-    return found(record) if found is not None else {}
-
-
-def score_record(method: str, record: TrajectoryRecord, params: Mapping[str, Any] | None = None) -> None:
-    """Fill ``record.reward`` (or ``reward_error``) with the method's paper-mode reward."""
-    needed = SCORING_METHODS[method].judgements  # step_rules etc. are for the reports, not the reward
-    judgements = {k: v for k, v in record_judgements(method, record).items() if v is not None and k in needed}
-    try:
-        scored = score(method, record.text, list(record.question.golds), params=params, judgements=judgements)
-    except (MissingVerdict, ScoringInputError, ValueError) as exc:
-        record.reward, record.reward_error = None, str(exc)
-        return
-    record.reward = scored.reward
 
 
 async def evaluate(
@@ -316,72 +168,12 @@ async def _judge_record(
     if judge is not None and llm_work is not None:
         work.update(llm_work(record, judges, judge, plan_tasks))
     if judges.answer_judge is not None:
-        work[det.ANSWER] = _one(
+        work[det.ANSWER] = single(
             det.answer_correctness(judges.answer_judge, q.text, q.golds, trajectory.answer)
         )
     results = await asyncio.gather(*work.values())
     for name, result in zip(work, results, strict=True):
         record.verdicts[name] = result
-
-
-Plans = Mapping[str, asyncio.Task[det.JudgeResult]]  # a reference-plan task per question id
-
-
-def _hiprag_llm_work(
-    record: TrajectoryRecord, judges: Judges, judge: ChatJudge, plans: Plans
-) -> dict[str, Any]:
-    """HiPRAG's under-search detector on the LLM judge (the evidence judge has its own; over-search is a re-ask of
-    the policy, after the rollouts)."""
-    if not record.trajectory.valid or judges.evidence:
-        return {}
-    return {det.UNDER_SEARCH: det.hiprag_under_search(judges.under_search_judge or judge, record.trajectory)}
-
-
-def _tiresrag_llm_work(
-    record: TrajectoryRecord, judges: Judges, judge: ChatJudge, plans: Plans
-) -> dict[str, Any]:
-    q, trajectory = record.question, record.trajectory
-    return {
-        det.SUFFICIENCY: _one(det.tiresrag_sufficiency(judge, q.text, q.golds, trajectory)),
-        det.THINKING: _one(det.tiresrag_thinking(judge, q.text, trajectory)),
-    }
-
-
-def _searchp1_llm_work(
-    record: TrajectoryRecord, judges: Judges, judge: ChatJudge, plans: Plans
-) -> dict[str, Any]:
-    """The reference plan (Search-P1's Algorithm 1, started per question before the rollouts) and the path
-    evaluation against it."""
-    plan = plans[record.question.id]
-    return {det.REFERENCE_PLAN: _one(_plan(plan)), det.PATH: _one(_evaluate_path(judge, record, plan))}
-
-
-# What each method asks of the LLM judge per trajectory: {detector: awaitable of its verdicts}.
-LLM_JUDGE_WORK: dict[str, Callable[[TrajectoryRecord, Judges, ChatJudge, Plans], dict[str, Any]]] = {
-    "hiprag": _hiprag_llm_work,
-    "tiresrag": _tiresrag_llm_work,
-    "search_p1": _searchp1_llm_work,
-}
-# Methods whose judge needs a reference plan per question before the rollouts (Search-P1's Algorithm 1).
-REFERENCE_PLAN_METHODS = frozenset({"search_p1"})
-
-
-async def _one(coroutine: Any) -> list[det.JudgeResult]:
-    return [await coroutine]
-
-
-async def _plan(task: asyncio.Task[det.JudgeResult]) -> det.JudgeResult:
-    return await asyncio.shield(task)
-
-
-async def _evaluate_path(
-    judge: ChatJudge, record: TrajectoryRecord, task: asyncio.Task[det.JudgeResult]
-) -> det.JudgeResult:
-    plan = await asyncio.shield(task)
-    reference = plan.value if isinstance(plan.value, ReferencePlan) else None
-    return await det.searchp1_evaluate(
-        judge, record.question.text, record.question.golds, reference, record.text
-    )
 
 
 async def _over_search(

@@ -35,11 +35,11 @@ EVERY_METHOD = [
 # Tables with the methods that have some property, and the methods they leave out (with why).
 SOME_METHODS = [
     # Search-R1's reward reads no judge outcome (scoring.scorer.METHODS["search_r1"].judgements is empty).
-    ("agent.evaluate:JUDGEMENTS", {"search_r1"}),
+    ("agent.method_judging:JUDGEMENTS", {"search_r1"}),
     # AutoSearch's intermediate answers are the policy's own, Search-R1 reads no judge outcome: no LLM judge work.
-    ("agent.evaluate:LLM_JUDGE_WORK", {"search_r1", "autosearch"}),
+    ("agent.method_judging:LLM_JUDGE_WORK", {"search_r1", "autosearch"}),
     # Only Search-P1's judge needs a reference plan per question (Algorithm 1).
-    ("agent.evaluate:REFERENCE_PLAN_METHODS", {"search_r1", "hiprag", "autosearch", "tiresrag"}),
+    ("agent.method_judging:REFERENCE_PLAN_METHODS", {"search_r1", "hiprag", "autosearch", "tiresrag"}),
     # The released reward code (verl_reward's reference mode) exists for Search-R1 and HiPRAG only.
     ("trainer.verl_reward:REFERENCE_SCORERS", {"autosearch", "search_p1", "tiresrag"}),
     # Only HiPRAG's Sec. 5.3 ablations give a trajectory the batch's average bonus (veRL's batch_bonus modes).
@@ -73,7 +73,7 @@ def test_a_table_of_some_methods_leaves_out_only_the_named_ones(path: str, left_
 
 
 def test_judgement_builders_are_the_methods_whose_reward_reads_judge_outcomes() -> None:
-    assert _keys("agent.evaluate:JUDGEMENTS") == {m for m, spec in METHODS.items() if spec.judgements}
+    assert _keys("agent.method_judging:JUDGEMENTS") == {m for m, spec in METHODS.items() if spec.judgements}
 
 
 @pytest.mark.parametrize(("first", "second"), SPLITS)
