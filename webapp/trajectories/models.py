@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.db import models
 
-from scoring.formats import PARSERS
+from scoring.formats import CHAT_FORMAT, PARSERS
 
-FORMATS = tuple(PARSERS)  # a trajectory's format is one scoring can parse
+# A trajectory's format is one scoring can parse: a method's tags, or OpenAI-style chat messages with tool calls.
+FORMATS = (*PARSERS, CHAT_FORMAT)
 FORMAT_CHOICES = tuple((name, name) for name in FORMATS)
 
 
