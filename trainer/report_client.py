@@ -240,7 +240,7 @@ def report_while_running(
     return exit_code if exit_code >= 0 else 128 - exit_code  # killed by signal N: 128 + N, as a shell says
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.report_client",
         description="Run a trainer and report its metrics, samples, heartbeat and log to searchlab over HTTP, "
@@ -270,28 +270,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     detached.add_argument("--method", default="", help="default: the config's method")
     detached.add_argument("--algorithm", default="", help="default: the config's algorithm")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trainer's argv")
+    return parser
+
+
+def _main_detached(parser: argparse.ArgumentParser, args: argparse.Namespace, command: Sequence[str]) -> int:
+    """``--spool-only``: run the trainer on a machine without searchlab, every batch kept in ``--spool``."""
+    from trainer import spool
+
+    if not args.spool or not args.config:
+        parser.error("--spool-only needs --spool DIR and --config (the trainer's config JSON)")
+    try:
+        config = spool.read_json_object(Path(args.config), args.config)
+    except spool.SpoolFileError as exc:
+        parser.error(f"--config: {exc}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return spool.run_detached(
+        command,
+        args.spool,
+        config,
+        args.output_dir,
+        interval=args.interval,
+        **{key: getattr(args, key) for key in ("name", "method", "algorithm")},
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("the trainer's command is required after --")
     if args.spool_only:
-        from trainer import spool
-
-        if not args.spool or not args.config:
-            parser.error("--spool-only needs --spool DIR and --config (the trainer's config JSON)")
-        try:
-            config = spool.read_json_object(Path(args.config), args.config)
-        except spool.SpoolFileError as exc:
-            parser.error(f"--config: {exc}")
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-        return spool.run_detached(
-            command,
-            args.spool,
-            config,
-            args.output_dir,
-            interval=args.interval,
-            **{key: getattr(args, key) for key in ("name", "method", "algorithm")},
-        )
+        return _main_detached(parser, args, command)
     for option in ("url", "run_id", "run_dir"):
         if getattr(args, option) is None:
             parser.error(f"--{option.replace('_', '-')} is required (or --spool-only)")

@@ -160,39 +160,8 @@ def store_batch(*, run_id: int, batch: Mapping[str, Any]) -> dict[str, Any]:
     mirror_metrics(run, metrics)  # its experiment trackers, for a run reported over HTTP
     wanted, repeated, sample_refusals = checked_samples(lists["samples"], method=run.method)
     refused += sample_refusals
-    from webapp.training.models import IngestedSample
-
-    seen = set(
-        IngestedSample.objects.filter(run_id=run_id, key__in=list(wanted)).values_list("key", flat=True)
-    )
-    new = {key: value for key, value in wanted.items() if key not in seen}
-    stored_keys: list[str] = []
-    if new:
-        positions = {sample_key_of(s): i for i, s in enumerate(lists["samples"])}
-        stored_keys, failed = store_samples(run, new, {k: v for k, v in positions.items() if k})
-        refused += failed
-    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
-    tail = batch.get("log_tail")
-    if isinstance(tail, str):
-        fields["log_tail"] = bounded_log_tail(tail)
-    elif tail is not None:
-        refused.append(Refusal("batch", None, "log_tail", f"must be a string, got {type(tail).__name__}"))
-    progress = batch.get("progress")
-    if isinstance(progress, Mapping):
-        try:
-            size = len(json.dumps(progress, allow_nan=False))
-        except (TypeError, ValueError, RecursionError):
-            size = -1
-        if 0 <= size <= MAX_PROGRESS_BYTES:
-            fields["progress"] = dict(progress)
-        else:
-            reason = f"must be a JSON object of at most {MAX_PROGRESS_BYTES} bytes with finite numbers"
-            refused.append(Refusal("batch", None, "progress", reason))
-    elif progress is not None:
-        refused.append(
-            Refusal("batch", None, "progress", f"must be a JSON object, got {type(progress).__name__}")
-        )
-    Run.objects.filter(pk=run_id).update(**fields)
+    stored_keys, n_new = _store_new_samples(run, wanted, lists["samples"], refused)
+    Run.objects.filter(pk=run_id).update(**_run_fields(batch, refused))
     final = batch.get("final")
     if final is not None and final not in ("finished", "failed"):
         refused.append(
@@ -216,10 +185,58 @@ def store_batch(*, run_id: int, batch: Mapping[str, Any]) -> dict[str, Any]:
         "metrics_duplicate": duplicate_metrics,
         "samples": len(stored_keys),
         "samples_new": len(stored_keys),
-        "samples_duplicate": len(wanted) - len(new) + repeated,
+        "samples_duplicate": len(wanted) - n_new + repeated,
         "refused": [r.as_dict() for r in refused],
         "stop": Run.objects.filter(pk=run_id, stop_requested_at__isnull=False).exists(),
     }
+
+
+def _store_new_samples(
+    run: Run,
+    wanted: Mapping[str, tuple[Mapping[str, Any], Any]],
+    samples: Sequence[Any],
+    refused: list[Refusal],
+) -> tuple[list[str], int]:
+    """Store the checked samples whose key this run has not stored yet; the keys stored and how many were new.
+    A sample the database refuses is added to ``refused``."""
+    from webapp.training.models import IngestedSample
+
+    seen = set(
+        IngestedSample.objects.filter(run_id=run.pk, key__in=list(wanted)).values_list("key", flat=True)
+    )
+    new = {key: value for key, value in wanted.items() if key not in seen}
+    stored_keys: list[str] = []
+    if new:
+        positions = {sample_key_of(s): i for i, s in enumerate(samples)}
+        stored_keys, failed = store_samples(run, new, {k: v for k, v in positions.items() if k})
+        refused += failed
+    return stored_keys, len(new)
+
+
+def _run_fields(batch: Mapping[str, Any], refused: list[Refusal]) -> dict[str, Any]:
+    """The run's heartbeat, log tail and progress from a batch; a field of the wrong shape is added to ``refused``."""
+    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    tail = batch.get("log_tail")
+    if isinstance(tail, str):
+        fields["log_tail"] = bounded_log_tail(tail)
+    elif tail is not None:
+        refused.append(Refusal("batch", None, "log_tail", f"must be a string, got {type(tail).__name__}"))
+    progress = batch.get("progress")
+    if isinstance(progress, Mapping):
+        try:
+            size = len(json.dumps(progress, allow_nan=False))
+        except (TypeError, ValueError, RecursionError):
+            size = -1
+        if 0 <= size <= MAX_PROGRESS_BYTES:
+            fields["progress"] = dict(progress)
+        else:
+            reason = f"must be a JSON object of at most {MAX_PROGRESS_BYTES} bytes with finite numbers"
+            refused.append(Refusal("batch", None, "progress", reason))
+    elif progress is not None:
+        refused.append(
+            Refusal("batch", None, "progress", f"must be a JSON object, got {type(progress).__name__}")
+        )
+    return fields
 
 
 def _end_external(run: Run, *, final: str, error: Any) -> None:
