@@ -99,8 +99,8 @@ def check_budget(name: str, value: int, *, field_name: str = "") -> None:
         raise BudgetError(field_name or name, f"must be ≤ {high}, got {value!r}")
 
 
-# RolloutOverrides' fields that are budgets, by their agent.rollout.RolloutConfig name.
-_BUDGET_BY_ROLLOUT_NAME = {ROLLOUT_NAMES.get(name, name): name for name in BUDGET_NAMES}
+# The budgets by their agent.rollout.RolloutConfig name: RolloutOverrides' fields, the evaluation form's and command's.
+BUDGET_BY_ROLLOUT_NAME = {ROLLOUT_NAMES.get(name, name): name for name in BUDGET_NAMES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +150,8 @@ class RolloutOverrides:
     def check(self) -> None:
         """Each budget given within its declared range, the temperature ≥ 0 (:class:`BudgetError` names it)."""
         for name, value in self.to_json().items():
-            if name in _BUDGET_BY_ROLLOUT_NAME:
-                check_budget(_BUDGET_BY_ROLLOUT_NAME[name], value, field_name=name)
+            if name in BUDGET_BY_ROLLOUT_NAME:
+                check_budget(BUDGET_BY_ROLLOUT_NAME[name], value, field_name=name)
             elif name == "temperature" and value < 0:
                 raise BudgetError(name, f"must be ≥ 0, got {value!r}")
 

@@ -8,7 +8,9 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+from agent.budgets import BUDGET_BY_ROLLOUT_NAME, RolloutBudgets, RolloutOverrides, budget_field
 from agent.judge_spec import EVALUATE
+from webapp.common.config_form import config_form_field
 from webapp.common.fieldsets import FieldsetsMixin
 from webapp.common.judge_options import JudgeEndpointFields, judge_field
 from webapp.corpora.models import Index
@@ -20,11 +22,26 @@ from webapp.evaluation.specs import (
 )
 from webapp.runs.models import Method, Run
 
-# The rollout budgets a user may set (agent.rollout.RolloutConfig fields; empty: the method's paper settings).
-ROLLOUT_FIELDS = ("topk", "max_turns", "max_new_tokens", "max_rollout_tokens", "max_obs_tokens")
+# The rollout budgets a user may set, under agent.rollout.RolloutConfig's names (what the spec stores); each field's
+# label, range and help are agent.budgets' declaration. Empty: the method's paper setting.
+ROLLOUT_FIELDS = tuple(BUDGET_BY_ROLLOUT_NAME)
+_BudgetFields = type(
+    "_BudgetFields",
+    (forms.Form,),
+    {
+        name: config_form_field(
+            budget,
+            root=RolloutBudgets,
+            required=False,
+            initial=None,
+            help_text=f"{budget_field(budget).metadata['help']} Empty: the method's paper setting.",
+        )
+        for name, budget in BUDGET_BY_ROLLOUT_NAME.items()
+    },
+)
 
 
-class EvaluationForm(FieldsetsMixin, JudgeEndpointFields):
+class EvaluationForm(FieldsetsMixin, JudgeEndpointFields, _BudgetFields):
     # URLs are CharFields: Django's URLValidator refuses single-label hosts such as http://retriever:8000, the
     # names services have inside a compose network; the spec check asks for an http(s) scheme.
     name = forms.CharField(required=False, max_length=200, help_text="default: method and datasets")
@@ -61,28 +78,6 @@ class EvaluationForm(FieldsetsMixin, JudgeEndpointFields):
     )
     judge = judge_field(EVALUATE, initial="none")
     answer_judge = forms.BooleanField(required=False, label="Also judge answer correctness with the LLM")
-    topk = forms.IntegerField(required=False, min_value=1, max_value=50, help_text="empty: the paper's")
-    max_turns = forms.IntegerField(
-        required=False, min_value=1, max_value=50, label="turn budget", help_text="empty: the paper's"
-    )
-    max_new_tokens = forms.IntegerField(
-        required=False,
-        min_value=1,
-        label="tokens per turn",
-        help_text="a model turn is cut here; empty: the paper's (500)",
-    )
-    max_rollout_tokens = forms.IntegerField(
-        required=False,
-        min_value=1,
-        label="tokens per rollout",
-        help_text="model and retrieved tokens; the rollout ends when they are spent; empty: no limit",
-    )
-    max_obs_tokens = forms.IntegerField(
-        required=False,
-        min_value=1,
-        label="retrieved tokens per search",
-        help_text="empty: the paper's (500)",
-    )
     params = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -98,16 +93,7 @@ class EvaluationForm(FieldsetsMixin, JudgeEndpointFields):
         ("Judge", ("judge", "judge_base_url", "judge_model", "judge_api_key_env", "answer_judge")),
         (
             "Settings",
-            (
-                "topk",
-                "max_turns",
-                "max_new_tokens",
-                "max_rollout_tokens",
-                "max_obs_tokens",
-                "params",
-                "name",
-                "base_run",
-            ),
+            (*ROLLOUT_FIELDS, "params", "name", "base_run"),
         ),
     )
 
@@ -137,7 +123,7 @@ class EvaluationForm(FieldsetsMixin, JudgeEndpointFields):
 
     def spec(self) -> EvaluationSpec:
         data = self.cleaned_data
-        rollout = {k: data[k] for k in ROLLOUT_FIELDS if data.get(k) is not None}
+        rollout = RolloutOverrides(**{k: data[k] for k in ROLLOUT_FIELDS if data.get(k) is not None})
         return EvaluationSpec(
             method=data["method"],
             model=data["model"].strip(),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -131,7 +131,7 @@ def _execute(run: Run) -> None:
 
 
 def _evaluate(run: Run, spec: EvaluationSpec, backend: GenerationBackend) -> None:
-    config = replace(PAPER_CONFIGS[spec.method], **spec.rollout)
+    config = spec.rollout.apply(PAPER_CONFIGS[spec.method])
     searcher = components.build_searcher(spec)
     caches: dict[str, PrefetchedJudgeCache] = {}
 

@@ -11,23 +11,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agent.budgets import BudgetError, RolloutOverrides
 from agent.judge_spec import EVALUATE, JudgeSpec, JudgeSpecError, form_field, judge_spec_check
-from agent.rollout import RolloutConfig
 from scoring.scorer import ScoringInputError, method_params
 from webapp.runs.models import Method
 
 # transformers and vllm run a local model folder in the worker (vllm: `make vllm`, docs/vllm.md); openai calls a server.
 BACKEND_KINDS = ("transformers", "vllm", "openai")
 # The rollout settings a run may override (the rest are each method's paper settings, agent.rollout.PAPER_CONFIGS).
-ROLLOUT_OVERRIDES = (
-    "topk",
-    "max_turns",
-    "max_new_tokens",
-    "max_rollout_tokens",
-    "max_obs_tokens",
-    "temperature",
-    "seed",
-)
+ROLLOUT_OVERRIDES = tuple(f.name for f in fields(RolloutOverrides))
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -52,13 +44,15 @@ class EvaluationSpec:
     retrieve_url: str = ""
     judge: JudgeSpec = field(default_factory=JudgeSpec)  # agent.judge_spec: its kinds are evaluations'
     params: dict[str, Any] = field(default_factory=dict)  # reward weights, declared in scoring.params
-    rollout: dict[str, Any] = field(default_factory=dict)  # ROLLOUT_OVERRIDES
+    # the budgets (ranges as agent.budgets declares them), temperature and seed; unset: the method's paper setting
+    rollout: RolloutOverrides = field(default_factory=RolloutOverrides)
     limit: int | None = None  # questions per dataset (the first ones, in import order)
     batch_size: int = 32  # questions per evaluate() call: stored, reported and cancellable in between
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["dataset_ids"] = list(self.dataset_ids)
+        data["rollout"] = self.rollout.to_json()  # only the settings given, as stored before
         return data
 
     @classmethod
@@ -67,6 +61,7 @@ class EvaluationSpec:
         values = {k: v for k, v in data.items() if k in known}
         values["dataset_ids"] = tuple(values.get("dataset_ids", ()))
         values["judge"] = JudgeSpec.from_json(values.get("judge"))
+        values["rollout"] = RolloutOverrides.from_json(values.get("rollout"))
         return cls(**values)
 
 
@@ -120,13 +115,10 @@ def evaluation_spec_check(spec: EvaluationSpec) -> None:
     if not isinstance(spec.params, dict):
         raise EvaluationConfigError("params", "a JSON object of reward parameters")
     _check_reward_params(spec.method, spec.params)
-    unknown = sorted(set(spec.rollout) - set(ROLLOUT_OVERRIDES))
-    if unknown:
-        raise EvaluationConfigError("rollout", f"unknown setting(s) {', '.join(unknown)}")
     try:
-        RolloutConfig(**spec.rollout)
-    except TypeError as exc:
-        raise EvaluationConfigError("rollout", str(exc)) from None
+        spec.rollout.check()  # each budget within its range as agent.budgets declares it
+    except BudgetError as exc:
+        raise EvaluationConfigError(exc.field, exc.message) from None
     if spec.limit is not None and spec.limit < 1:
         raise EvaluationConfigError("limit", "at least 1 question per dataset (or no limit)")
     if spec.batch_size < 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.budgets import RolloutOverrides
 from trainer.config import ConfigError, RunConfig, merge
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
@@ -88,9 +89,10 @@ def evaluation_spec(spec: ExperimentSpec, arm: Arm, model: str, screen_sample: i
     """An evaluation in the arm's format, its rewards with the arm's weights (the start model's: the method's); a
     screen's sample (1..n) is the start model on the training questions, sampled as training samples them."""
     config = training_config(spec, arm, model, Index.objects.get(pk=spec.index_id))
-    rollout: dict[str, Any] = {**config.agent_budgets(), "seed": spec.seed}
+    values: dict[str, Any] = {**config.agent_budgets(), "seed": spec.seed}
     if screen_sample:
-        rollout.update(seed=spec.seed + screen_sample, temperature=config.training.temperature)
+        values.update(seed=spec.seed + screen_sample, temperature=config.training.temperature)
+    rollout = RolloutOverrides.from_json(values)
     return EvaluationSpec(
         method=arm.method,
         model=model,

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agent.budgets import BUDGET_BY_ROLLOUT_NAME, RolloutOverrides, budget_field
 from agent.judge_spec import EVALUATE
 from webapp.common.commands import user_by_name_option
 from webapp.common.judge_options import JudgeSpecError, add_judge_arguments, judge_from_options
@@ -42,13 +43,13 @@ class Command(BaseCommand):
         add_judge_arguments(parser, default="none", use=EVALUATE)
         parser.add_argument("--answer-judge", action="store_true", help="LLM-as-judge answer correctness too")
         parser.add_argument("--limit", type=int, help="questions per dataset")
-        parser.add_argument("--topk", type=int)
-        parser.add_argument("--max-new-tokens", type=int, help="tokens per turn (default: the paper's)")
-        parser.add_argument(
-            "--max-rollout-tokens", type=int, help="model + retrieved tokens per rollout (default: no limit)"
-        )
-        parser.add_argument("--max-obs-tokens", type=int, help="retrieved tokens per search")
-        parser.add_argument("--max-turns", type=int)
+        for name, budget in BUDGET_BY_ROLLOUT_NAME.items():  # agent.budgets' declarations
+            declared = budget_field(budget).metadata
+            parser.add_argument(
+                f"--{name.replace('_', '-')}",
+                type=int,
+                help=f"{declared['help']} Default: the method's paper setting.",
+            )
         parser.add_argument("--params", default="{}", help="reward parameters as JSON")
         parser.add_argument("--batch-size", type=int, default=settings.EVAL_BATCH_SIZE)
         parser.add_argument("--name", default="")
@@ -94,7 +95,7 @@ class Command(BaseCommand):
             params = json.loads(options["params"])
         except json.JSONDecodeError as exc:
             raise CommandError(f"--params: not JSON ({exc.msg})") from None
-        rollout = {k: options[k] for k in ROLLOUT_FIELDS if options.get(k) is not None}
+        rollout = RolloutOverrides(**{k: options[k] for k in ROLLOUT_FIELDS if options.get(k) is not None})
         model = options["model"]
         if not options["base_url"] and Path(model).is_dir():
             model = str(Path(model).resolve())
