@@ -26,7 +26,7 @@ EVERY_METHOD = [
     "agent.rollout_methods:METHODS",
     "trainer.demonstration_turns:TURNS",
     "trainer.scripted:SCRIPTS",
-    "trainer.verl_reward:JUDGE_WORK",  # veRL's judge outcomes per method
+    "trainer.verl_judging:JUDGE_WORK",  # veRL's judge outcomes per method
     "trainer.config:METHODS",
     "webapp.common.methods:LABELS",
     "webapp.common.methods:METHOD_NAMES",

@@ -35,17 +35,15 @@ prompt is put back in front where its answer-extraction rule counts the prompt's
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scoring.scorer import METHODS, BatchItem, Scored, score_batch
-from scoring.trajectory import Trajectory
 from scoring.verdicts import Verdict
+from trainer.verl_judging import judge_all, make_judge, run_async
 
 MODES = ("paper", "reference")
-_PLANS: Any = None  # Search-P1's reference plans, one per question for the life of the process (Algorithm 1)
 
 
 def golds_of(ground_truth: Any) -> list[str]:
@@ -96,186 +94,6 @@ def _question(extra_info: Any) -> tuple[str, list[str]]:
     question = own.get("question") or info.get("question") or ""
     titles = own.get("supporting_titles") or info.get("supporting_titles") or []
     return str(question), [str(t) for t in titles]
-
-
-def _make_judge(spec: Any) -> Any:
-    """``evidence`` / None → no LLM judge; a mapping → an OpenAI-compatible judge by URL; a ChatJudge as is."""
-    if spec is None or spec in ("", "evidence", "none"):
-        return None
-    if isinstance(spec, str):
-        spec = json.loads(spec)
-    if isinstance(spec, Mapping):
-        from agent.judge_client import JudgeEndpoint, OpenAIJudge
-
-        return OpenAIJudge(JudgeEndpoint(**dict(spec)))
-    return spec
-
-
-def _keep(verdicts: dict[int, list[dict[str, str]]], results: Sequence[Any]) -> None:
-    """The detectors' verdicts to store, by step."""
-    for r in results:
-        if r.step_index is not None and r.verdict is not None:
-            verdicts.setdefault(r.step_index, []).append({"detector": r.detector, "outcome": r.verdict.value})
-
-
-# A method's judge work: (trajectory, question, golds, titles, judge, verdicts to fill) → the scorer's judgements.
-JudgeWork = Callable[
-    [Trajectory, str, Sequence[str], Sequence[str], Any, dict[int, list[dict[str, str]]]],
-    Awaitable[dict[str, Any]],
-]
-
-
-async def _judge_search_r1(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
-    """Search-R1's reward reads no judge outcome; the evidence heuristic's over-search flags are stored."""
-    from agent import judges as det
-
-    if trajectory.valid:
-        _keep(verdicts, det.hiprag_evidence(trajectory, question, golds, titles)[det.OVER_SEARCH])
-    return {}
-
-
-async def _judge_hiprag(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
-    """HiPRAG's step flags: over-search from the evidence heuristic, under-search from the judge when there is one
-    (the evidence heuristic's otherwise), up to the first step without a flag."""
-    from agent import judges as det
-
-    if not trajectory.valid:
-        return {}
-    found = det.hiprag_evidence(trajectory, question, golds, titles)
-    if judge is not None:
-        found[det.UNDER_SEARCH] = await det.hiprag_under_search(judge, trajectory)
-    for results in found.values():
-        _keep(verdicts, results)
-    flags: list[str] = []
-    by_step = {r.step_index: r.verdict for results in found.values() for r in results}
-    for i in range(len(trajectory.steps)):
-        flag = by_step.get(i)
-        if flag is None:
-            break
-        flags.append(flag.value)
-    return {"step_flags": flags}
-
-
-async def _judge_tiresrag(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
-    """TIRESRAG's sufficiency and thinking judges (an LLM judge only)."""
-    from agent import judges as det
-
-    if judge is None:
-        return {}
-    sufficiency, thinking = await asyncio.gather(
-        det.tiresrag_sufficiency(judge, question, golds, trajectory),
-        det.tiresrag_thinking(judge, question, trajectory),
-    )
-    judgements: dict[str, Any] = {}
-    if sufficiency.verdict is not None:
-        judgements["sufficiency"] = sufficiency.verdict.value
-    judgements["thinking"] = thinking.score if thinking.verdict is None else thinking.verdict.value
-    return judgements
-
-
-async def _judge_search_p1(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
-    """Search-P1's reference plan (one per question for the life of the process) and path evaluation."""
-    from agent import judges as det
-    from scoring.judging.searchp1 import ReferencePlan
-    from scoring.rewards.searchp1 import SearchP1Evaluation
-
-    global _PLANS
-    if judge is None:
-        return {}
-    if _PLANS is None:
-        _PLANS = det.InMemoryPlanStore()
-    plan = await det.searchp1_reference_plan(judge, _PLANS, question, question, golds)
-    reference = plan.value if isinstance(plan.value, ReferencePlan) else None
-    path = await det.searchp1_evaluate(judge, question, golds, reference, trajectory.text)
-    evaluation = path.value if path.verdict is None else None
-    judgements: dict[str, Any] = {}
-    if evaluation is not None:
-        judgements["evaluation"] = {
-            n: getattr(evaluation, n) for n in SearchP1Evaluation.__dataclass_fields__
-        }
-    judgements["n_ref_steps"] = len(reference.path) if reference else None
-    return judgements
-
-
-async def _judge_autosearch(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
-    """AutoSearch's self-answering needs the policy (veRL's actor), not a judge: no intermediate answers here."""
-    return {"intermediate_answers": []}
-
-
-# Each method's judge work (tests/test_method_tables.py checks that it covers scoring.scorer.METHODS).
-JUDGE_WORK: dict[str, JudgeWork] = {
-    "search_r1": _judge_search_r1,
-    "hiprag": _judge_hiprag,
-    "autosearch": _judge_autosearch,
-    "search_p1": _judge_search_p1,
-    "tiresrag": _judge_tiresrag,
-}
-
-
-async def _judge_one(
-    method: str,
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-) -> dict[str, Any]:
-    """The scorer's judgements for one trajectory, and the verdicts to store: {"judgements", "verdicts"}."""
-    verdicts: dict[int, list[dict[str, str]]] = {}
-    judgements = await JUDGE_WORK[method](trajectory, question, golds, titles, judge, verdicts)
-    return {"judgements": {k: v for k, v in judgements.items() if v is not None}, "verdicts": verdicts}
-
-
-async def _judge_all(
-    items: Sequence[tuple[str, Trajectory, str, list[str], list[str]]], judge: Any
-) -> list[Any]:
-    return list(await asyncio.gather(*(_judge_one(m, t, q, g, s, judge) for m, t, q, g, s in items)))
-
-
-def _run(coroutine: Any) -> Any:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    import concurrent.futures  # called from inside a running loop (an async reward loop): a thread of its own
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _detail(
@@ -446,23 +264,11 @@ def _loads(detail: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def compute_score_batch(
-    data_sources: Sequence[Any],
-    solution_strs: Sequence[str],
-    ground_truths: Sequence[Any],
-    extra_infos: Sequence[Any] | None = None,
-    **kwargs: Any,
-) -> list[dict[str, Any]]:
-    """veRL's ``batch`` reward manager's signature: one result dict per sample, the batch's judge calls together."""
-    batch_bonus = str(kwargs.pop("batch_bonus", "batch"))
-    if batch_bonus not in BATCH_BONUS_MODES:
-        raise ValueError(f"batch_bonus must be one of {', '.join(BATCH_BONUS_MODES)}, got {batch_bonus!r}")
-    extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
-    judge = _make_judge(kwargs.pop("judge", None))
-    settings = [_settings(extra, kwargs) for extra in extras]
+def _refuse_batch_average(settings: Sequence[Mapping[str, Any]]) -> None:
+    """A per-sample reward asked for HiPRAG's batch average (``batch_bonus="refuse"``): a clear error."""
     for setting in settings:
         params = setting.get("params") or {}
-        if batch_bonus == "refuse" and setting["mode"] == "paper" and _needs_batch(setting["method"], params):
+        if setting["mode"] == "paper" and _needs_batch(setting["method"], params):
             raise BatchBonusUnavailable(
                 f"HiPRAG process={params['process']!r} (Sec. 5.3) gives a trajectory without a step of the "
                 "evaluated type the average bonus of the training batch, and a per-sample compute_score never sees "
@@ -470,16 +276,17 @@ def compute_score_batch(
                 "trainer.verl_reward_loop's SearchlabRewardManager with SearchlabAgentLoopManager (the Reward "
                 "Loop), or compute_score_batch with reward_manager=batch (docs/scale.md)"
             )
-    from scoring.formats import parse
 
-    prepared = []
-    for setting, text, truth, extra in zip(settings, solution_strs, ground_truths, extras, strict=True):
-        question, titles = _question(extra)
-        trajectory = parse(METHODS[setting["method"]].format, text)
-        prepared.append((setting["method"], trajectory, question, golds_of(truth), titles))
-    judged = _run(_judge_all(prepared, judge))
-    results: list[dict[str, Any]] = []
-    # Paper mode scores per method with score_batch (HiPRAG's batch-average bonus needs the batch).
+
+def _score_paper(
+    settings: Sequence[Mapping[str, Any]],
+    solution_strs: Sequence[str],
+    prepared: Sequence[tuple[str, Any, str, list[str], list[str]]],
+    judged: Sequence[Mapping[str, Any]],
+    batch_bonus: str,
+) -> tuple[dict[int, Scored | Exception], dict[int, dict[str, Any]]]:
+    """Paper mode: each sample's score (or why not) and, ``deferred``, its batch-bonus entry. Samples of the same
+    method and params are scored together with score_batch (HiPRAG's batch-average bonus needs the batch)."""
     by_method: dict[tuple[str, str], list[int]] = {}
     for i, setting in enumerate(settings):
         by_method.setdefault(
@@ -500,6 +307,35 @@ def compute_score_batch(
             continue
         for i, outcome in zip(indices, score_batch(method, items, params=params), strict=True):
             scored[i] = outcome
+    return scored, bonus_entries
+
+
+def compute_score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """veRL's ``batch`` reward manager's signature: one result dict per sample, the batch's judge calls together."""
+    batch_bonus = str(kwargs.pop("batch_bonus", "batch"))
+    if batch_bonus not in BATCH_BONUS_MODES:
+        raise ValueError(f"batch_bonus must be one of {', '.join(BATCH_BONUS_MODES)}, got {batch_bonus!r}")
+    extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+    judge = make_judge(kwargs.pop("judge", None))
+    settings = [_settings(extra, kwargs) for extra in extras]
+    if batch_bonus == "refuse":
+        _refuse_batch_average(settings)
+    from scoring.formats import parse
+
+    prepared = []
+    for setting, text, truth, extra in zip(settings, solution_strs, ground_truths, extras, strict=True):
+        question, titles = _question(extra)
+        trajectory = parse(METHODS[setting["method"]].format, text)
+        prepared.append((setting["method"], trajectory, question, golds_of(truth), titles))
+    judged = run_async(judge_all(prepared, judge))
+    scored, bonus_entries = _score_paper(settings, solution_strs, prepared, judged, batch_bonus)
+    results: list[dict[str, Any]] = []
     for i, setting in enumerate(settings):
         result = scored[i]
         method, mode = setting["method"], setting["mode"]

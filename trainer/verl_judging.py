@@ -1,0 +1,198 @@
+"""veRL's judge work for :mod:`trainer.verl_reward`: per method, the scorer's judgements of one trajectory and the
+verdicts to store (:data:`JUDGE_WORK`), a batch's judge calls run concurrently in one event loop (:func:`judge_all`).
+
+Verdicts come from :mod:`agent.judges`: the evidence heuristic (no call) for HiPRAG's and Search-R1's detectors, or
+an OpenAI-compatible judge server for HiPRAG's under-search verifier, TIRESRAG's sufficiency and thinking judges
+and Search-P1's reference plan and path evaluator. Standard library and searchlab only: no veRL import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from scoring.trajectory import Trajectory
+
+_PLANS: Any = None  # Search-P1's reference plans, one per question for the life of the process (Algorithm 1)
+
+
+def make_judge(spec: Any) -> Any:
+    """``evidence`` / None → no LLM judge; a mapping → an OpenAI-compatible judge by URL; a ChatJudge as is."""
+    if spec is None or spec in ("", "evidence", "none"):
+        return None
+    if isinstance(spec, str):
+        spec = json.loads(spec)
+    if isinstance(spec, Mapping):
+        from agent.judge_client import JudgeEndpoint, OpenAIJudge
+
+        return OpenAIJudge(JudgeEndpoint(**dict(spec)))
+    return spec
+
+
+def _keep(verdicts: dict[int, list[dict[str, str]]], results: Sequence[Any]) -> None:
+    """The detectors' verdicts to store, by step."""
+    for r in results:
+        if r.step_index is not None and r.verdict is not None:
+            verdicts.setdefault(r.step_index, []).append({"detector": r.detector, "outcome": r.verdict.value})
+
+
+# A method's judge work: (trajectory, question, golds, titles, judge, verdicts to fill) → the scorer's judgements.
+JudgeWork = Callable[
+    [Trajectory, str, Sequence[str], Sequence[str], Any, dict[int, list[dict[str, str]]]],
+    Awaitable[dict[str, Any]],
+]
+
+
+async def _judge_search_r1(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """Search-R1's reward reads no judge outcome; the evidence heuristic's over-search flags are stored."""
+    from agent import judges as det
+
+    if trajectory.valid:
+        _keep(verdicts, det.hiprag_evidence(trajectory, question, golds, titles)[det.OVER_SEARCH])
+    return {}
+
+
+async def _judge_hiprag(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """HiPRAG's step flags: over-search from the evidence heuristic, under-search from the judge when there is one
+    (the evidence heuristic's otherwise), up to the first step without a flag."""
+    from agent import judges as det
+
+    if not trajectory.valid:
+        return {}
+    found = det.hiprag_evidence(trajectory, question, golds, titles)
+    if judge is not None:
+        found[det.UNDER_SEARCH] = await det.hiprag_under_search(judge, trajectory)
+    for results in found.values():
+        _keep(verdicts, results)
+    flags: list[str] = []
+    by_step = {r.step_index: r.verdict for results in found.values() for r in results}
+    for i in range(len(trajectory.steps)):
+        flag = by_step.get(i)
+        if flag is None:
+            break
+        flags.append(flag.value)
+    return {"step_flags": flags}
+
+
+async def _judge_tiresrag(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """TIRESRAG's sufficiency and thinking judges (an LLM judge only)."""
+    from agent import judges as det
+
+    if judge is None:
+        return {}
+    sufficiency, thinking = await asyncio.gather(
+        det.tiresrag_sufficiency(judge, question, golds, trajectory),
+        det.tiresrag_thinking(judge, question, trajectory),
+    )
+    judgements: dict[str, Any] = {}
+    if sufficiency.verdict is not None:
+        judgements["sufficiency"] = sufficiency.verdict.value
+    judgements["thinking"] = thinking.score if thinking.verdict is None else thinking.verdict.value
+    return judgements
+
+
+async def _judge_search_p1(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """Search-P1's reference plan (one per question for the life of the process) and path evaluation."""
+    from agent import judges as det
+    from scoring.judging.searchp1 import ReferencePlan
+    from scoring.rewards.searchp1 import SearchP1Evaluation
+
+    global _PLANS
+    if judge is None:
+        return {}
+    if _PLANS is None:
+        _PLANS = det.InMemoryPlanStore()
+    plan = await det.searchp1_reference_plan(judge, _PLANS, question, question, golds)
+    reference = plan.value if isinstance(plan.value, ReferencePlan) else None
+    path = await det.searchp1_evaluate(judge, question, golds, reference, trajectory.text)
+    evaluation = path.value if path.verdict is None else None
+    judgements: dict[str, Any] = {}
+    if evaluation is not None:
+        judgements["evaluation"] = {
+            n: getattr(evaluation, n) for n in SearchP1Evaluation.__dataclass_fields__
+        }
+    judgements["n_ref_steps"] = len(reference.path) if reference else None
+    return judgements
+
+
+async def _judge_autosearch(
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+    verdicts: dict[int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """AutoSearch's self-answering needs the policy (veRL's actor), not a judge: no intermediate answers here."""
+    return {"intermediate_answers": []}
+
+
+# Each method's judge work (tests/test_method_tables.py checks that it covers scoring.scorer.METHODS).
+JUDGE_WORK: dict[str, JudgeWork] = {
+    "search_r1": _judge_search_r1,
+    "hiprag": _judge_hiprag,
+    "autosearch": _judge_autosearch,
+    "search_p1": _judge_search_p1,
+    "tiresrag": _judge_tiresrag,
+}
+
+
+async def _judge_one(
+    method: str,
+    trajectory: Trajectory,
+    question: str,
+    golds: Sequence[str],
+    titles: Sequence[str],
+    judge: Any,
+) -> dict[str, Any]:
+    """The scorer's judgements for one trajectory, and the verdicts to store: {"judgements", "verdicts"}."""
+    verdicts: dict[int, list[dict[str, str]]] = {}
+    judgements = await JUDGE_WORK[method](trajectory, question, golds, titles, judge, verdicts)
+    return {"judgements": {k: v for k, v in judgements.items() if v is not None}, "verdicts": verdicts}
+
+
+async def judge_all(
+    items: Sequence[tuple[str, Trajectory, str, list[str], list[str]]], judge: Any
+) -> list[Any]:
+    return list(await asyncio.gather(*(_judge_one(m, t, q, g, s, judge) for m, t, q, g, s in items)))
+
+
+def run_async(coroutine: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    import concurrent.futures  # called from inside a running loop (an async reward loop): a thread of its own
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
