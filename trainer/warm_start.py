@@ -151,7 +151,7 @@ def demonstration_examples(
 ) -> tuple[list[dict[str, list[int]]], dict[str, dict[str, int]]]:
     """The tokenized demonstrations of every method (written, valid or not, to ``out/demonstrations.jsonl``) and
     their counts per method."""
-    from trainer.demonstrations import build_demonstrations, tokenized
+    from trainer.demonstrations import build_demonstrations
 
     examples: list[dict[str, list[int]]] = []
     counts: dict[str, dict[str, int]] = {}
@@ -172,36 +172,11 @@ def demonstration_examples(
             )
             kept = 0
             for demo in demos:
-                example = tokenized(demo, tokenizer)
-                too_long = len(example["input_ids"]) > config.training.max_length
-                usable = demo.valid and not too_long
-                kept += usable
-                error = demo.error or (
-                    f"{len(example['input_ids'])} tokens, over training.max_length "
-                    f"({config.training.max_length})"
-                    if too_long
-                    else ""
-                )
-                if usable:
+                example, record = _demonstration_record(config, method, demo, tokenizer)
+                kept += record["used"]
+                if record["used"]:
                     examples.append(example)
-                handle.write(
-                    json.dumps(
-                        {
-                            "method": method,
-                            "question_id": demo.question_id,
-                            "searches": demo.searches,
-                            "redundant": demo.redundant,
-                            "valid": demo.valid,
-                            "used": usable,
-                            "error": error,
-                            "tokens": len(example["input_ids"]),
-                            "prompt": demo.prompt,
-                            "response": demo.rollout.text,
-                        },
-                        ensure_ascii=False,
-                    )
-                    + "\n"
-                )
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             counts[method] = {
                 "demonstrations": len(demos),
                 "valid": sum(d.valid for d in demos),
@@ -209,6 +184,36 @@ def demonstration_examples(
                 "no_search": sum(d.valid and d.searches == 0 for d in demos),
             }
     return examples, counts
+
+
+def _demonstration_record(
+    config: WarmStartConfig, method: str, demo: Any, tokenizer: Any
+) -> tuple[dict[str, list[int]], dict[str, Any]]:
+    """A demonstration tokenized, and its line of ``demonstrations.jsonl``: used when valid and within
+    ``training.max_length``, else why not."""
+    from trainer.demonstrations import tokenized
+
+    example = tokenized(demo, tokenizer)
+    too_long = len(example["input_ids"]) > config.training.max_length
+    usable = demo.valid and not too_long
+    error = demo.error or (
+        f"{len(example['input_ids'])} tokens, over training.max_length ({config.training.max_length})"
+        if too_long
+        else ""
+    )
+    record = {
+        "method": method,
+        "question_id": demo.question_id,
+        "searches": demo.searches,
+        "redundant": demo.redundant,
+        "valid": demo.valid,
+        "used": usable,
+        "error": error,
+        "tokens": len(example["input_ids"]),
+        "prompt": demo.prompt,
+        "response": demo.rollout.text,
+    }
+    return example, record
 
 
 def _train(
