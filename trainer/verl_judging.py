@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scoring.trajectory import Trajectory
@@ -31,58 +32,55 @@ def make_judge(spec: Any) -> Any:
     return spec
 
 
-def _keep(verdicts: dict[int, list[dict[str, str]]], results: Sequence[Any]) -> None:
+def _keep(verdicts: Verdicts, results: Sequence[Any]) -> None:
     """The detectors' verdicts to store, by step."""
     for r in results:
         if r.step_index is not None and r.verdict is not None:
             verdicts.setdefault(r.step_index, []).append({"detector": r.detector, "outcome": r.verdict.value})
 
 
-# A method's judge work: (trajectory, question, golds, titles, judge, verdicts to fill) → the scorer's judgements.
-JudgeWork = Callable[
-    [Trajectory, str, Sequence[str], Sequence[str], Any, dict[int, list[dict[str, str]]]],
-    Awaitable[dict[str, Any]],
-]
+@dataclass(frozen=True)
+class Case:
+    """One trajectory to judge, with its question, gold answers and supporting titles."""
+
+    trajectory: Trajectory
+    question: str
+    golds: Sequence[str]
+    titles: Sequence[str]
 
 
-async def _judge_search_r1(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
+Verdicts = dict[int, list[dict[str, str]]]  # per step, the detectors' verdicts to store
+# A method's judge work: (case, judge, verdicts to fill) → the scorer's judgements.
+JudgeWork = Callable[[Case, Any, Verdicts], Awaitable[dict[str, Any]]]
+
+
+async def _judge_search_r1(case: Case, judge: Any, verdicts: Verdicts) -> dict[str, Any]:
     """Search-R1's reward reads no judge outcome; the evidence heuristic's over-search flags are stored."""
     from agent import judges as det
 
-    if trajectory.valid:
-        _keep(verdicts, det.hiprag_evidence(trajectory, question, golds, titles)[det.OVER_SEARCH])
+    if case.trajectory.valid:
+        _keep(
+            verdicts,
+            det.hiprag_evidence(case.trajectory, case.question, case.golds, case.titles)[det.OVER_SEARCH],
+        )
     return {}
 
 
-async def _judge_hiprag(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
+async def _judge_hiprag(case: Case, judge: Any, verdicts: Verdicts) -> dict[str, Any]:
     """HiPRAG's step flags: over-search from the evidence heuristic, under-search from the judge when there is one
     (the evidence heuristic's otherwise), up to the first step without a flag."""
     from agent import judges as det
 
-    if not trajectory.valid:
+    if not case.trajectory.valid:
         return {}
-    found = det.hiprag_evidence(trajectory, question, golds, titles)
+    found = det.hiprag_evidence(case.trajectory, case.question, case.golds, case.titles)
     if judge is not None:
-        found[det.UNDER_SEARCH] = await det.hiprag_under_search(judge, trajectory)
+        found[det.UNDER_SEARCH] = await det.hiprag_under_search(judge, case.trajectory)
     for results in found.values():
         _keep(verdicts, results)
     flags: list[str] = []
     by_step = {r.step_index: r.verdict for results in found.values() for r in results}
-    for i in range(len(trajectory.steps)):
+    for i in range(len(case.trajectory.steps)):
         flag = by_step.get(i)
         if flag is None:
             break
@@ -90,22 +88,15 @@ async def _judge_hiprag(
     return {"step_flags": flags}
 
 
-async def _judge_tiresrag(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
+async def _judge_tiresrag(case: Case, judge: Any, verdicts: Verdicts) -> dict[str, Any]:
     """TIRESRAG's sufficiency and thinking judges (an LLM judge only)."""
     from agent import judges as det
 
     if judge is None:
         return {}
     sufficiency, thinking = await asyncio.gather(
-        det.tiresrag_sufficiency(judge, question, golds, trajectory),
-        det.tiresrag_thinking(judge, question, trajectory),
+        det.tiresrag_sufficiency(judge, case.question, case.golds, case.trajectory),
+        det.tiresrag_thinking(judge, case.question, case.trajectory),
     )
     judgements: dict[str, Any] = {}
     if sufficiency.verdict is not None:
@@ -114,14 +105,7 @@ async def _judge_tiresrag(
     return judgements
 
 
-async def _judge_search_p1(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
+async def _judge_search_p1(case: Case, judge: Any, verdicts: Verdicts) -> dict[str, Any]:
     """Search-P1's reference plan (one per question for the life of the process) and path evaluation."""
     from agent import judges as det
     from scoring.judging.searchp1 import ReferencePlan
@@ -132,9 +116,9 @@ async def _judge_search_p1(
         return {}
     if _PLANS is None:
         _PLANS = det.InMemoryPlanStore()
-    plan = await det.searchp1_reference_plan(judge, _PLANS, question, question, golds)
+    plan = await det.searchp1_reference_plan(judge, _PLANS, case.question, case.question, case.golds)
     reference = plan.value if isinstance(plan.value, ReferencePlan) else None
-    path = await det.searchp1_evaluate(judge, question, golds, reference, trajectory.text)
+    path = await det.searchp1_evaluate(judge, case.question, case.golds, reference, case.trajectory.text)
     evaluation = path.value if path.verdict is None else None
     judgements: dict[str, Any] = {}
     if evaluation is not None:
@@ -145,14 +129,7 @@ async def _judge_search_p1(
     return judgements
 
 
-async def _judge_autosearch(
-    trajectory: Trajectory,
-    question: str,
-    golds: Sequence[str],
-    titles: Sequence[str],
-    judge: Any,
-    verdicts: dict[int, list[dict[str, str]]],
-) -> dict[str, Any]:
+async def _judge_autosearch(case: Case, judge: Any, verdicts: Verdicts) -> dict[str, Any]:
     """AutoSearch's self-answering needs the policy (veRL's actor), not a judge: no intermediate answers here."""
     return {"intermediate_answers": []}
 
@@ -176,8 +153,8 @@ async def _judge_one(
     judge: Any,
 ) -> dict[str, Any]:
     """The scorer's judgements for one trajectory, and the verdicts to store: {"judgements", "verdicts"}."""
-    verdicts: dict[int, list[dict[str, str]]] = {}
-    judgements = await JUDGE_WORK[method](trajectory, question, golds, titles, judge, verdicts)
+    verdicts: Verdicts = {}
+    judgements = await JUDGE_WORK[method](Case(trajectory, question, golds, titles), judge, verdicts)
     return {"judgements": {k: v for k, v in judgements.items() if v is not None}, "verdicts": verdicts}
 
 
