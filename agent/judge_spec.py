@@ -271,6 +271,16 @@ def judge_spec_check(spec: JudgeSpec, use: str) -> None:
             raise JudgeSpecError(name, f"expected a {'whole ' if whole else ''}number from {low} to {high}")
 
 
+def rollout_option_check(option: Any) -> JudgeSpec:
+    """A training run's ``rollout.options.judge`` as a spec, checked as a training run's judge; JudgeSpecError
+    names the setting at fault."""
+    if option is not None and not isinstance(option, str | Mapping):
+        raise JudgeSpecError("kind", f"a judge kind or an endpoint's table, got {option!r}")
+    spec = JudgeSpec.from_rollout_option(option)
+    judge_spec_check(spec, TRAIN)
+    return spec
+
+
 def judge_from_option(
     value: str, *, use: str, model: str = "", api_key_env: str = "", base_url: str = ""
 ) -> JudgeSpec:

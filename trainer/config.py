@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.budgets import BUDGET_NAMES, BudgetError
+from agent.judge_spec import JudgeSpecError, rollout_option_check
 from scoring.scorer import METHODS as _SCORING_METHODS
 from trainer.config_base import (
     ConfigError,
@@ -277,7 +278,7 @@ class RunConfig:
             raise ConfigError("trackers", f"names a tracker twice: {self.trackers!r}")
 
     def _check_engine(self) -> None:
-        """The rollout engine, vLLM's settings and the rollout factory."""
+        """The rollout engine, vLLM's settings, the rollout factory and its judge."""
         _choice("rollout.engine", self.rollout.engine, ROLLOUT_ENGINES)
         _choice("vllm.mode", self.vllm.mode, ("colocate", "server"))
         _choice("vllm.dtype", self.vllm.dtype, ("auto", "float32", "bfloat16", "float16"))
@@ -298,6 +299,11 @@ class RunConfig:
                 "rollout.factory",
                 f"must be 'scripted', 'generate', 'agent' or 'module:function', got {self.rollout.factory!r}",
             )
+        try:  # the agent rollout's judge: a kind of agent.judge_spec.KINDS offered for training, or its endpoint
+            rollout_option_check(self.rollout.options.get("judge"))
+        except JudgeSpecError as exc:
+            where = "" if exc.field == "kind" else f"{exc.field}: "
+            raise ConfigError("rollout.options.judge", where + exc.message) from None
 
 
 def config_field(path: str, root: type[Any] | None = None) -> tuple[dataclasses.Field[Any], Any]:

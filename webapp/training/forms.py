@@ -88,6 +88,7 @@ VALIDATION_NAMES = tuple(form_name(p) for p in VALIDATION_PATHS)
 # A ConfigError's field that no config-derived form field shows → the form field that does.
 ERROR_FIELDS = {
     "data.path": "dataset",
+    "rollout.options.judge": "judge",  # before its section's entry: the first prefix that matches wins
     "rollout.options": "index",
     "reward.tiresrag_group_shaping": "algorithm",
     "reward.params": "reward_params",
