@@ -20,7 +20,10 @@ class Audit(models.Model):
         # Strata of scoring.audit_weights, each item weighted by 1 / its inclusion probability (Horvitz–Thompson).
         STEP = "step", "by training step (early, middle, late)"
         VERDICT = "verdict", "by the judge's verdict (flagged trajectories over-sampled)"
-        DISAGREEMENT = "disagreement", "by disagreement between two judge versions (disagreements over-sampled)"
+        DISAGREEMENT = (
+            "disagreement",
+            "by disagreement between two judge versions (disagreements over-sampled)",
+        )
 
     name = models.CharField(max_length=200)
     source_runs = models.ManyToManyField("runs.Run", related_name="audits")
@@ -69,7 +72,9 @@ class AuditItem(models.Model):
         "trajectories.Trajectory", on_delete=models.CASCADE, related_name="audit_items"
     )
     position = models.PositiveIntegerField(help_text="order in the annotation queue")
-    stratum = models.CharField(max_length=32, blank=True, help_text="the sampling stratum; empty when uniform")
+    stratum = models.CharField(
+        max_length=32, blank=True, help_text="the sampling stratum; empty when uniform"
+    )
     weight = models.FloatField(
         default=1.0, help_text="Horvitz–Thompson weight: 1 / the probability that this trajectory was sampled"
     )

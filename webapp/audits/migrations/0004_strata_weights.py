@@ -4,35 +4,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audits', '0003_lifecycle_adjudication_frozen_report'),
+        ("audits", "0003_lifecycle_adjudication_frozen_report"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='audit',
-            name='oversample',
-            field=models.FloatField(default=1.0, help_text='over-sampling factor of the flagged (verdict) or disagreeing (disagreement) stratum; 1 = proportional'),
+            model_name="audit",
+            name="oversample",
+            field=models.FloatField(
+                default=1.0,
+                help_text="over-sampling factor of the flagged (verdict) or disagreeing (disagreement) stratum; 1 = proportional",
+            ),
         ),
         migrations.AddField(
-            model_name='audit',
-            name='strata_judges',
-            field=models.JSONField(blank=True, default=list, help_text='the judge versions whose verdicts defined the strata'),
+            model_name="audit",
+            name="strata_judges",
+            field=models.JSONField(
+                blank=True, default=list, help_text="the judge versions whose verdicts defined the strata"
+            ),
         ),
         migrations.AddField(
-            model_name='audititem',
-            name='stratum',
-            field=models.CharField(blank=True, help_text='the sampling stratum; empty when uniform', max_length=32),
+            model_name="audititem",
+            name="stratum",
+            field=models.CharField(
+                blank=True, help_text="the sampling stratum; empty when uniform", max_length=32
+            ),
         ),
         migrations.AddField(
-            model_name='audititem',
-            name='weight',
-            field=models.FloatField(default=1.0, help_text='Horvitz–Thompson weight: 1 / the probability that this trajectory was sampled'),
+            model_name="audititem",
+            name="weight",
+            field=models.FloatField(
+                default=1.0,
+                help_text="Horvitz–Thompson weight: 1 / the probability that this trajectory was sampled",
+            ),
         ),
         migrations.AlterField(
-            model_name='audit',
-            name='stratification',
-            field=models.CharField(blank=True, choices=[('', 'none (uniform)'), ('dataset', 'by dataset'), ('correctness', 'by correctness (exact match)'), ('step', 'by training step (early, middle, late)'), ('verdict', "by the judge's verdict (flagged trajectories over-sampled)"), ('disagreement', 'by disagreement between two judge versions (disagreements over-sampled)')], help_text='strata sampled in proportion to their size', max_length=100),
+            model_name="audit",
+            name="stratification",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "none (uniform)"),
+                    ("dataset", "by dataset"),
+                    ("correctness", "by correctness (exact match)"),
+                    ("step", "by training step (early, middle, late)"),
+                    ("verdict", "by the judge's verdict (flagged trajectories over-sampled)"),
+                    (
+                        "disagreement",
+                        "by disagreement between two judge versions (disagreements over-sampled)",
+                    ),
+                ],
+                help_text="strata sampled in proportion to their size",
+                max_length=100,
+            ),
         ),
     ]

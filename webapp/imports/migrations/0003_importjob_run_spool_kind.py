@@ -4,20 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('imports', '0002_alter_importjob_kind_alter_importjob_options'),
+        ("imports", "0002_alter_importjob_kind_alter_importjob_options"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='importjob',
-            name='kind',
-            field=models.CharField(choices=[('corpus', 'corpus (FlashRAG JSONL)'), ('dataset', 'dataset (FlashRAG JSONL)'), ('dataset_parquet', 'dataset (Search-R1 parquet)'), ('trajectories', 'trajectories (JSONL)'), ('experiment', "experiment (bench/experiment_gpu.py's .tar.gz)"), ('run_spool', 'run spool (.tar.gz of a spool folder)')], max_length=16),
+            model_name="importjob",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("corpus", "corpus (FlashRAG JSONL)"),
+                    ("dataset", "dataset (FlashRAG JSONL)"),
+                    ("dataset_parquet", "dataset (Search-R1 parquet)"),
+                    ("trajectories", "trajectories (JSONL)"),
+                    ("experiment", "experiment (bench/experiment_gpu.py's .tar.gz)"),
+                    ("run_spool", "run spool (.tar.gz of a spool folder)"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='importjob',
-            name='options',
-            field=models.JSONField(blank=True, default=dict, help_text='trajectories: run_id, dataset name; experiment: index_id, then the experiment_id made; run spool: run_id (written into, or the run made)'),
+            model_name="importjob",
+            name="options",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="trajectories: run_id, dataset name; experiment: index_id, then the experiment_id made; run spool: run_id (written into, or the run made)",
+            ),
         ),
     ]
