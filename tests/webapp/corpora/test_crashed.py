@@ -42,11 +42,12 @@ def test_a_build_that_stopped_beating_is_failed_and_a_beating_one_is_left_alone(
     assert Index.objects.get(pk=alive.pk).status == "building"
 
 
-def test_beat_runs_both_checks_every_minute(settings):
-    tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert tasks == {
-        "webapp.training.tasks.check_crashed_runs_task",
-        "webapp.corpora.tasks.check_crashed_indexes_task",
+def test_beat_runs_both_checks_every_minute_and_cleans_old_uploads_hourly(settings):
+    schedule = {entry["task"]: entry["schedule"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert schedule == {
+        "webapp.training.tasks.check_crashed_runs_task": 60.0,
+        "webapp.corpora.tasks.check_crashed_indexes_task": 60.0,
+        "webapp.imports.tasks.uploads_clean_task": 3600.0,
     }
 
 
