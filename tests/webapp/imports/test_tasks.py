@@ -12,6 +12,7 @@ from webapp.imports.models import ImportJob
 from webapp.imports.tasks import import_job_run_task
 
 
+@pytest.mark.slow  # starts a real Celery worker process: ~5 s
 @pytest.mark.django_db(
     transaction=True
 )  # committed rows: the worker is another process with its own connection

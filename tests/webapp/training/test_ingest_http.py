@@ -120,6 +120,7 @@ def test_the_client_spools_while_searchlab_is_down_and_replays_in_order(tmp_path
     assert [b["metrics"][0]["step"] for b in delivered] == [0, 1, 2] and again.pending() == 0
 
 
+@pytest.mark.slow  # a live server stopped and restarted mid-run: ~8 s
 @pytest.mark.django_db(transaction=True)
 def test_searchlab_unreachable_mid_run_loses_and_doubles_nothing(tmp_path, settings):
     """The fault test: a trainer reports through the wrapper while the web app goes down for some seconds."""
