@@ -28,6 +28,7 @@ from webapp.audits.services import audit_create
 from webapp.corpora.services import corpus_import
 from webapp.datasets.models import Dataset
 from webapp.datasets.services import dataset_import
+from webapp.evaluation.services import evaluation_report_ensure
 from webapp.runs.models import Run
 from webapp.runs.services import run_create, run_mark_finished
 from webapp.trajectories.services import trajectory_import
@@ -90,6 +91,8 @@ def demo_seed(*, demo_dir: Path = DEMO_DIR) -> DemoSeed:
         Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
     # A judge's replies (team-written, HiPRAG's judge format) beside the team's verdicts: a judge version to audit.
     demo_judge_load(run_id=hiprag.pk, path=demo_dir / "verdicts_hiprag_scripted.jsonl")
+    for run in (baseline, hiprag):  # their reports now, so the runs list shows their numbers on first login
+        evaluation_report_ensure(run_id=run.pk)
     audit = audit_create(
         name="Over-/under-search audit (demo)",
         run_ids=[hiprag.pk],

@@ -145,12 +145,24 @@ def _import(job: ImportJob) -> int:
         return _experiment_import(job, display)
     if job.kind == ImportJob.Kind.RUN_SPOOL:
         return _spool_import(job, display)
-    return trajectory_import(
+    count = trajectory_import(
         path=job.path,
         run_id=job.options.get("run_id"),
         dataset_name=job.options.get("dataset") or None,
         display_name=display,
     )
+    _report_ensure(job.options.get("run_id"))
+    return count
+
+
+def _report_ensure(run_id: int | None) -> None:
+    """An evaluation run's report from its imported trajectories, so the runs list and the report show its numbers
+    at once rather than after someone first opens the report."""
+    from webapp.evaluation.services import evaluation_report_ensure
+    from webapp.runs.models import Run
+
+    if run_id and Run.objects.filter(pk=run_id, kind=Run.Kind.EVAL).exists():
+        evaluation_report_ensure(run_id=run_id)
 
 
 def _experiment_import(job: ImportJob, display: str) -> int:
