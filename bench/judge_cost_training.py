@@ -17,16 +17,12 @@ count of requests, failures and tokens over the run to check their sums against.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -34,70 +30,21 @@ if str(REPO) not in sys.path:
 
 from agent.backends import Generation, chatml, cut_at_stop  # noqa: E402
 from agent.judge_client import JUDGE_COST_KEYS  # noqa: E402
+from bench.scripted_chat_server import ScriptedChatServer, hiprag_reply  # noqa: E402
 from retrieval.searcher import RetrievedDocument  # noqa: E402
 
 FAIL_EVERY = 10
 
 
-class JudgeServer:
-    """``/v1/chat/completions``: HiPRAG's judge replies with usage counts; every ``FAIL_EVERY``-th request a 400."""
+def judge_server() -> ScriptedChatServer:
+    """HiPRAG's judge replies with usage counts; every ``FAIL_EVERY``-th request a 400 (recorded as a judge error)."""
 
-    def __init__(self) -> None:
-        self.requests = self.failed = self.tokens_in = self.tokens_out = 0
-        self.lock = threading.Lock()
-        server = self
+    def reply(content: str, n: int) -> str | tuple[int, str]:
+        if n % FAIL_EVERY == 0:
+            return 400, "scripted bad request"
+        return hiprag_reply(content, fact_false_every=5, equivalent_true_every=3)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                content = body["messages"][-1]["content"]
-                with server.lock:
-                    server.requests += 1
-                    fail = server.requests % FAIL_EVERY == 0
-                    server.failed += fail
-                if fail:
-                    self._send(400, {"error": {"message": "scripted bad request", "type": "invalid_request"}})
-                    return
-                digest = int(hashlib.sha256(content.encode()).hexdigest(), 16)
-                if "Fact-Checker" in content:
-                    text = "<answer>False</answer>" if digest % 5 == 0 else "<answer>True</answer>"
-                elif "semantically equivalent" in content:
-                    text = "<answer>True</answer>" if digest % 3 == 0 else "<answer>False</answer>"
-                else:
-                    text = "I am not sure."
-                usage = {"prompt_tokens": len(content) // 4, "completion_tokens": max(1, len(text) // 4)}
-                with server.lock:
-                    server.tokens_in += usage["prompt_tokens"]
-                    server.tokens_out += usage["completion_tokens"]
-                choice = {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-                head = {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model")}
-                self._send(200, {**head, "choices": [choice], "usage": usage})
-
-            def _send(self, status: int, obj: dict[str, Any]) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return ScriptedChatServer(reply)
 
 
 class KeywordSearch:
@@ -184,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     policy = ScriptedHipragPolicy()
     agent.backend_transformers.TransformersBackend = lambda *a, **k: policy  # type: ignore[misc,assignment]
     output = Path(args.output or tempfile.mkdtemp(prefix="searchlab-judge-cost-"))
-    server = JudgeServer()
+    server = judge_server()
     judge = {"base_url": server.base_url, "model": "scripted-judge", "max_retries": 0}
     config = config_from_dict(
         {

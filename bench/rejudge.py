@@ -13,16 +13,11 @@ request fails once with HTTP 500 (the client retries it), and the re-ask of the 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -38,6 +33,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
+from bench.scripted_chat_server import ScriptedChatServer, hiprag_reply  # noqa: E402
 from scoring import formats  # noqa: E402
 from webapp.datasets.models import Question  # noqa: E402
 from webapp.demo.services import demo_seed  # noqa: E402
@@ -50,65 +46,17 @@ from webapp.trajectories.services import TrajectoryInput, trajectory_bulk_create
 PRICE = (0.15, 0.60)  # per 1M tokens in / out, as a user would set for a small hosted judge
 
 
-class ScriptedJudge:
-    """``/v1/chat/completions`` answering HiPRAG's judge prompts, with usage counts and injected faults."""
+def scripted_judge() -> ScriptedChatServer:
+    """HiPRAG's judges over HTTP; every 25th request fails once (retried), and the re-ask of one query (the Alan
+    Turing question's) always fails: its steps are stored as errors."""
 
-    def __init__(self) -> None:
-        self.n_requests = 0
-        self.lock = threading.Lock()
-        judge = self
+    def reply(content: str, n: int) -> str | tuple[int, str]:
+        permanent = "Alan Turing" in content and "Statement" not in content and "Fact-Checker" not in content
+        if n % 25 == 0 or permanent:
+            return 500, "scripted fault"
+        return hiprag_reply(content, fact_false_every=5, equivalent_true_every=4)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                content = body["messages"][-1]["content"]
-                digest = int(hashlib.sha256(content.encode()).hexdigest(), 16)
-                with judge.lock:
-                    judge.n_requests += 1
-                    transient = judge.n_requests % 25 == 0
-                permanent = (
-                    "Alan Turing" in content and "Statement" not in content and "Fact-Checker" not in content
-                )
-                if transient or permanent:
-                    self._send(500, {"error": {"message": "scripted fault", "type": "server_error"}})
-                    return
-                if "Fact-Checker" in content:
-                    text = "<answer>False</answer>" if digest % 5 == 0 else "<answer>True</answer>"
-                elif "semantically equivalent" in content:
-                    text = "<answer>True</answer>" if digest % 4 == 0 else "<answer>False</answer>"
-                else:
-                    text = "I am not sure."  # the re-ask of a query without retrieval
-                usage = {"prompt_tokens": len(content) // 4, "completion_tokens": len(text) // 4}
-                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-                choice = {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-                payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model")}
-                self._send(200, {**payload, "choices": [choice], "usage": usage})
-
-            def _send(self, status: int, obj: dict[str, Any]) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return ScriptedChatServer(reply)
 
 
 def write_run(n: int) -> Run:
@@ -149,7 +97,7 @@ def main() -> None:
     demo_seed()
     run = write_run(args.trajectories)
     n_steps = sum(run.trajectories.values_list("n_steps", flat=True))
-    server = ScriptedJudge()
+    server = scripted_judge()
     JudgePrice.objects.create(model="scripted-judge", input_per_million=PRICE[0], output_per_million=PRICE[1])
     print(f"run #{run.pk}: {args.trajectories} trajectories, {n_steps} steps")
     print(
