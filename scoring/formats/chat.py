@@ -46,9 +46,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from scoring.formats.chat_calls import (
+    QUERY_ARGUMENTS,
+    Malformed,
+    ParseState,
+    PendingCall,
+    answer_tool_message,
+    close_unanswered,
+    message_text,
+    read_tool_calls,
+)
 from scoring.trajectory import FormatError, Step, StepKind, Trajectory
 
 FORMAT_NAME = "chat"
@@ -57,19 +67,22 @@ MALFORMED_KEY = (
     "chat_malformed"  # extras key: the field of a malformed log (the importer refuses such a line)
 )
 QUESTION_KEY = "question"  # extras key: the first user message's text
-QUERY_ARGUMENTS = ("query", "query_list", "queries")
+
+__all__ = [
+    "DEFAULT_SEARCH_TOOLS",
+    "FORMAT_NAME",
+    "MALFORMED_KEY",
+    "QUERY_ARGUMENTS",  # the search call's argument names (scoring.formats.chat_calls)
+    "QUESTION_KEY",
+    "ToolCall",
+    "chat_text",
+    "parse_chat",
+    "parse_chat_messages",
+    "step_tool_call",
+]
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-
-
-class _Malformed(Exception):
-    """A log that is not an OpenAI-style message list; caught inside the parser, never raised out of it."""
-
-    def __init__(self, field: str, message: str, index: int | None) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.index = index
 
 
 def chat_text(messages: Iterable[Any]) -> str:
@@ -87,156 +100,6 @@ def _serialised(messages: list[Any]) -> tuple[str, list[int]]:
     return "[\n" + ",\n".join(parts) + "\n]", offsets
 
 
-def _content(value: Any, where: str, index: int) -> str:
-    """A message's text: a string, null, or OpenAI's list of content parts (text parts joined, others skipped)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        texts = []
-        for k, part in enumerate(value):
-            if not isinstance(part, Mapping):
-                raise _Malformed(f"{where}[{k}]", "expected a content part object", index)
-            text = part.get("text")
-            if part.get("type", "text") == "text" and isinstance(text, str):
-                texts.append(text)
-        return "".join(texts)
-    raise _Malformed(
-        where, f"expected a string, a list of content parts or null, got {type(value).__name__}", index
-    )
-
-
-@dataclass(slots=True)
-class _Call:
-    message: int
-    where: str  # messages[i].tool_calls[j]
-    call_id: str | None
-    name: str
-    search: bool
-    query: str | None
-    reasoning: str
-    raw: str
-    context: str | None = None
-    answered: bool = False
-
-
-@dataclass(slots=True)
-class _State:
-    search_tools: frozenset[str]
-    offsets: list[int]
-    errors: list[tuple[str, int]] = field(
-        default_factory=list
-    )  # (reason, position) of the agent's format errors
-    pending: list[_Call] = field(default_factory=list)
-    calls: list[_Call] = field(default_factory=list)
-    steps: list[Step | _Call] = field(default_factory=list)  # a call becomes a step at the end (_steps)
-    answers: list[str] = field(default_factory=list)
-    extras: dict[str, str] = field(default_factory=dict)
-    answered: bool = False  # the list ends with the assistant's answer turn
-
-    def fail(self, reason: str, message: int | None) -> None:
-        position = self.offsets[message] if message is not None and message < len(self.offsets) else -1
-        self.errors.append((reason, position))
-
-
-def _arguments(value: Any, where: str, index: int, state: _State) -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if value is None:
-        return {}
-    if not isinstance(value, str):
-        raise _Malformed(where, f"expected a JSON string or an object, got {type(value).__name__}", index)
-    try:
-        decoded = json.loads(value) if value.strip() else {}
-    except ValueError:
-        state.fail(f"{where}: not JSON", index)
-        return {}
-    if not isinstance(decoded, dict):
-        state.fail(f"{where}: expected a JSON object, got {type(decoded).__name__}", index)
-        return {}
-    return decoded
-
-
-def _query(arguments: Mapping[str, Any]) -> str | None:
-    for key in QUERY_ARGUMENTS:
-        value = arguments.get(key)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return "; ".join(value)
-    return None
-
-
-def _tool_calls(message: Mapping[str, Any], index: int, reasoning: str, state: _State) -> list[_Call]:
-    raw_calls = message.get("tool_calls")
-    if raw_calls is None:
-        return []
-    if not isinstance(raw_calls, list):
-        raise _Malformed(f"messages[{index}].tool_calls", "expected a list of tool calls", index)
-    calls = []
-    for j, call in enumerate(raw_calls):
-        where = f"messages[{index}].tool_calls[{j}]"
-        if not isinstance(call, Mapping):
-            raise _Malformed(where, "expected an object", index)
-        function = call.get("function")
-        if not isinstance(function, Mapping):
-            raise _Malformed(
-                f"{where}.function", "missing (expected an object with name and arguments)", index
-            )
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise _Malformed(f"{where}.function.name", "missing (expected the tool's name)", index)
-        arguments = _arguments(function.get("arguments"), f"{where}.function.arguments", index, state)
-        search = name in state.search_tools
-        query = _query(arguments) if search else None
-        if search and query is None and arguments:
-            state.fail(
-                f"{where}.function.arguments: a {name!r} call without a query "
-                f"(expected one of {', '.join(QUERY_ARGUMENTS)})",
-                index,
-            )
-        call_id = call.get("id")
-        calls.append(
-            _Call(
-                message=index,
-                where=where,
-                call_id=call_id if isinstance(call_id, str) and call_id else None,
-                name=name,
-                search=search,
-                query=query,
-                reasoning=reasoning if j == 0 else "",
-                raw=json.dumps(call, ensure_ascii=False),
-            )
-        )
-    return calls
-
-
-def _answer_tool(message: Mapping[str, Any], index: int, text: str, state: _State) -> None:
-    call_id = message.get("tool_call_id")
-    if call_id is not None and not isinstance(call_id, str):
-        raise _Malformed(f"messages[{index}].tool_call_id", "expected a string", index)
-    if not state.pending:
-        raise _Malformed(f"messages[{index}]", "a tool message with no tool call pending", index)
-    if call_id:
-        matches = [c for c in state.pending if c.call_id == call_id]
-        if not matches:
-            raise _Malformed(
-                f"messages[{index}].tool_call_id", f"answers no pending tool call {call_id!r}", index
-            )
-        call = matches[0]
-    else:
-        call = state.pending[0]
-    state.pending.remove(call)
-    call.context, call.answered = text, True
-
-
-def _unanswered(state: _State) -> None:
-    for call in state.pending:
-        state.fail(f"{call.where}: no tool message answers this call", call.message)
-    state.pending.clear()
-
-
 def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_SEARCH_TOOLS) -> Trajectory:
     """Parse an OpenAI-style message list into a :class:`Trajectory` (format ``chat``). Never raises."""
     if isinstance(messages, tuple):
@@ -249,14 +112,14 @@ def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_
         text, offsets = _serialised(messages)
     except (TypeError, ValueError) as exc:  # not JSON-serialisable (a Python object in a message)
         return _malformed_trajectory(None, "messages", f"not JSON-serialisable: {exc}")
-    state = _State(frozenset(search_tools), offsets)
+    state = ParseState(frozenset(search_tools), offsets)
     try:
         if not messages:
-            raise _Malformed("messages", "empty (expected the conversation's messages)", None)
+            raise Malformed("messages", "empty (expected the conversation's messages)", None)
         last = len(messages) - 1
         for i, message in enumerate(messages):
             _read_message(message, i, i == last, state)
-        _unanswered(state)
+        close_unanswered(state)
         if not state.answered:
             ending = (
                 "tool calls"
@@ -267,7 +130,7 @@ def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_
                 f"messages[{last}]: the conversation ends with {ending}, not the assistant's final answer",
                 None,
             )
-    except _Malformed as exc:
+    except Malformed as exc:
         position = state.offsets[exc.index] if exc.index is not None else 0
         return Trajectory(
             format=FORMAT_NAME,
@@ -291,36 +154,36 @@ def parse_chat_messages(messages: Any, *, search_tools: Iterable[str] = DEFAULT_
     )
 
 
-def _read_message(message: Any, i: int, final: bool, state: _State) -> None:
+def _read_message(message: Any, i: int, final: bool, state: ParseState) -> None:
     """Message ``i`` of the log: a tool's result answers its call, the first user text is the question, an
     assistant message is a turn (``final``: the list's last message)."""
     if not isinstance(message, Mapping):
-        raise _Malformed(f"messages[{i}]", f"expected a message object, got {type(message).__name__}", i)
+        raise Malformed(f"messages[{i}]", f"expected a message object, got {type(message).__name__}", i)
     role = message.get("role")
     if role not in _ROLES:
-        raise _Malformed(
+        raise Malformed(
             f"messages[{i}].role", f"expected one of {', '.join(sorted(_ROLES))}, got {role!r}", i
         )
-    content = _content(message.get("content"), f"messages[{i}].content", i)
+    content = message_text(message.get("content"), f"messages[{i}].content", i)
     if role != "assistant" and message.get("tool_calls"):
-        raise _Malformed(f"messages[{i}].tool_calls", f"a {role} message cannot call tools", i)
+        raise Malformed(f"messages[{i}].tool_calls", f"a {role} message cannot call tools", i)
     if role == "tool":
-        _answer_tool(message, i, content, state)
+        answer_tool_message(message, i, content, state)
     elif role == "assistant":
         _assistant_turn(message, i, content, final, state)
     else:  # system, developer, user
         if role == "user" and QUESTION_KEY not in state.extras and content.strip():
             state.extras[QUESTION_KEY] = content.strip()
         if state.pending:
-            _unanswered(state)
+            close_unanswered(state)
 
 
-def _assistant_turn(message: Mapping[str, Any], i: int, content: str, final: bool, state: _State) -> None:
+def _assistant_turn(message: Mapping[str, Any], i: int, content: str, final: bool, state: ParseState) -> None:
     """An assistant message: its tool calls (each a step once answered), or a text step; the final one answers."""
-    _unanswered(state)  # every earlier call must have been answered by now
+    close_unanswered(state)  # every earlier call must have been answered by now
     reasoning = message.get("reasoning_content")
     reasoning = (reasoning + "\n" if isinstance(reasoning, str) and reasoning else "") + content
-    calls = _tool_calls(message, i, reasoning, state)
+    calls = read_tool_calls(message, i, reasoning, state)
     tagged = [a.strip() for a in _ANSWER.findall(content)]
     state.answers.extend(tagged)
     steps = state.steps
@@ -344,7 +207,7 @@ def _assistant_turn(message: Mapping[str, Any], i: int, content: str, final: boo
         )
 
 
-def _steps(items: list[Step | _Call], state: _State) -> tuple[Step, ...]:
+def _steps(items: list[Step | PendingCall], state: ParseState) -> tuple[Step, ...]:
     """The steps in order, each tool call's with the tool message that answered it as its context."""
     steps = []
     for index, item in enumerate(items):
@@ -371,7 +234,7 @@ def _text_step(
     reasoning: str,
     conclusion: str | None,
     message: Mapping[str, Any],
-    state: _State,
+    state: ParseState,
 ) -> Step:
     return Step(
         index=index,
