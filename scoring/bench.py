@@ -2,11 +2,11 @@
 
     python -m scoring.bench [--n 10000] [--released PATH]
 
-Each method's row times the whole path a trainer's reward call takes: parse the response text (which runs the
-format check), then compute the paper-mode reward from the parsed trajectory, the gold answers and judge outcomes
-(judge outcomes are inputs: here generated verdicts, since scoring never calls a judge). ``--released`` names a
-Python file holding the HiPRAG authors' released reward functions (kept outside this repository; see
-docs/benchmarks.md), timed on the same inputs for comparison.
+Each method's row times the whole path a trainer's reward call takes, :func:`scoring.scorer.score`: parse the
+response text (which runs the format check), read the weights and judge outcomes, then compute the paper-mode reward
+(judge outcomes are inputs: here the ones the method's ``scoring.scorer.METHODS`` entry simulates from generated
+verdicts, since scoring never calls a judge). ``--released`` names a Python file holding the HiPRAG authors' released
+reward functions (kept outside this repository; see docs/benchmarks.md), timed on the same inputs for comparison.
 """
 
 from __future__ import annotations
@@ -16,17 +16,14 @@ import importlib.util
 import random
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from scoring.formats import parse
+from scoring.scorer import METHODS, score
 from scoring.synthetic import SyntheticTrajectory, generate
-from scoring.trajectory import Trajectory
 from scoring.verdicts import Verdict
-
-Scorer = Callable[[SyntheticTrajectory, Trajectory, "Judged"], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,54 +35,6 @@ class Judged:
 
 def _judge(rng: random.Random, n_steps: int) -> Judged:
     return Judged(tuple(Verdict.TRUE if rng.random() < 0.2 else Verdict.FALSE for _ in range(n_steps)))
-
-
-def _hiprag(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
-    from scoring.rewards.hiprag import hiprag_reward
-
-    flags = judged.step_flags[: len(trajectory.steps)]
-    flags += (Verdict.FALSE,) * (len(trajectory.steps) - len(flags))
-    return hiprag_reward(trajectory, item.golds, flags).total
-
-
-def _searchr1(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
-    from scoring.rewards.searchr1 import searchr1_format_reward
-
-    return searchr1_format_reward(trajectory, item.golds).total
-
-
-def _autosearch(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
-    from scoring.rewards.autosearch import autosearch_reward
-
-    # one self-answer per retrieval step: the gold from the second step on, so t_c varies
-    answers = [item.golds[0] if i else "unknown" for i in range(max(len(trajectory.steps) - 1, 0))]
-    return autosearch_reward(trajectory, item.golds, answers).total
-
-
-def _searchp1(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
-    from scoring.rewards.searchp1 import SearchP1Evaluation, searchp1_reward
-
-    plan = max(len(trajectory.plan), 1)
-    evaluation = SearchP1Evaluation(0.8, plan, min(plan, trajectory.n_searches), 1, 0.5, 0.5)
-    return searchp1_reward(trajectory, item.golds, evaluation, n_ref_steps=2).total
-
-
-def _tiresrag(item: SyntheticTrajectory, trajectory: Trajectory, judged: Judged) -> float:
-    from scoring.rewards.tiresrag import tiresrag_reward
-
-    sufficiency = judged.step_flags[0] if judged.step_flags else Verdict.FALSE
-    return tiresrag_reward(
-        trajectory, item.golds, sufficiency=sufficiency, thinking=0.7, step=10, total_steps=100
-    ).total
-
-
-METHODS: dict[str, tuple[str, Scorer]] = {
-    "hiprag": ("hiprag", _hiprag),
-    "search_r1": ("search_r1", _searchr1),
-    "autosearch": ("autosearch", _autosearch),
-    "search_p1": ("search_p1", _searchp1),
-    "tiresrag": ("tiresrag", _tiresrag),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +50,21 @@ class Row:
 
 
 def time_method(method: str, items: list[SyntheticTrajectory], judged: list[Judged]) -> Row:
-    format_name, scorer = METHODS[method]
+    """Seconds to parse the items, and to score them as a trainer does (:func:`scoring.scorer.score`, default
+    weights), with the judge outcomes the method's entry simulates from the generated verdicts."""
+    spec = METHODS[method]
     start = time.perf_counter()
-    for item in items:
-        parse(format_name, item.text)
+    trajectories = [parse(spec.format, item.text) for item in items]
     parse_seconds = time.perf_counter() - start
+    judgements = [
+        spec.simulated_judgements(
+            trajectory, item.golds, [flag is Verdict.TRUE for flag in judgement.step_flags]
+        )
+        for item, trajectory, judgement in zip(items, trajectories, judged, strict=True)
+    ]
     start = time.perf_counter()
-    for item, judgement in zip(items, judged, strict=True):
-        scorer(item, parse(format_name, item.text), judgement)
+    for item, judgement_values in zip(items, judgements, strict=True):
+        score(method, item.text, item.golds, judgements=judgement_values)
     return Row(method, len(items), parse_seconds, time.perf_counter() - start)
 
 
@@ -142,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{'method':<12} {'trajectories':>12} {'parse/s':>10} {'parse+reward/s':>15}")
     for method in args.method or list(METHODS):
-        items = generate(METHODS[method][0], args.n, seed=args.seed)
+        items = generate(METHODS[method].format, args.n, seed=args.seed)
         rng = random.Random(args.seed)
         judged = [_judge(rng, len(item.step_kinds)) for item in items]
         row = time_method(method, items, judged)

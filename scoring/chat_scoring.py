@@ -13,7 +13,8 @@ reward, on the parsed chat trajectory, with the same ``params`` and ``judgements
 * ``tiresrag``: Eq. 5: the answer's F1, the sufficiency and thinking judges (trajectory-level verdicts) and the
   reflection reward over the first and last ``<answer>`` of the conversation.
 
-The others are refused with :class:`ScoringInputError` (field ``method``) saying why (:data:`NOT_APPLICABLE`).
+The others are refused with :class:`ScoringInputError` (field ``method``) saying why: a method declares which in its
+:class:`scoring.scorer.Method` entry (``chat_refusal``; :data:`NOT_APPLICABLE` lists the refused ones).
 """
 
 from __future__ import annotations
@@ -28,14 +29,9 @@ from scoring.scorer import METHODS, Scored, _Inputs
 from scoring.trajectory import Trajectory
 from scoring.verdicts import MissingVerdict
 
-CHAT_METHODS = ("search_r1", "hiprag", "tiresrag")
-
+# The methods refused on chat trajectories, with why (each Method's ``chat_refusal``; the others are scored).
 NOT_APPLICABLE: dict[str, str] = {
-    "autosearch": "AutoSearch's Eq. 1 format reward checks each turn's own tags (<think>, <search>, <answer>) and its "
-    "repeated-search rule in the turn's text, and its self-answers are generated after each <search> turn of its "
-    "prompt; a chat trajectory has tool calls instead of those turns",
-    "search_p1": "Search-P1's path-centric reward scores the agent's own plan (its <plan> steps) against the reference "
-    "plan; a chat trajectory has no explicit plan to score",
+    name: spec.chat_refusal for name, spec in METHODS.items() if spec.chat_refusal is not None
 }
 
 
@@ -55,9 +51,10 @@ def score_chat(
     """
     if not isinstance(method, str) or method not in METHODS:
         raise ScoringInputError("method", f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    if method in NOT_APPLICABLE:
+    spec = METHODS[method]
+    if spec.chat_refusal is not None:
         raise ScoringInputError(
-            "method", f"{method} does not apply to chat trajectories: {NOT_APPLICABLE[method]}"
+            "method", f"{method} does not apply to chat trajectories: {spec.chat_refusal}"
         )
     if trajectory.format != FORMAT_NAME:
         raise ScoringInputError("trajectory", f"expected a chat trajectory, got format {trajectory.format!r}")
@@ -72,7 +69,6 @@ def score_chat(
         or not all(isinstance(g, str) for g in golds)
     ):
         raise ScoringInputError("golden_answers", "must be a non-empty list of strings")
-    spec = METHODS[method]
     inputs = spec.read_params(params)
     judged = _Inputs("judgements", judgements, spec.judgements)
     try:

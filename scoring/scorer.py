@@ -21,7 +21,7 @@ unless ``params.batch_average_bonus`` is given.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Generic, TypeVar
 
 from scoring.errors import BatchAverageRequired, ScoringInputError
@@ -194,18 +194,64 @@ def _tiresrag(
     )
 
 
+# Judge outcomes a judge could have given, for the benches (scoring.bench): each builds the method's ``judgements``
+# from the trajectory, its golds and one drawn verdict per generated step (``flags``). Scoring never calls a judge.
+
+
+def _search_r1_simulated(
+    trajectory: Trajectory, golds: Sequence[str], flags: Sequence[bool]
+) -> dict[str, Any]:
+    return {}
+
+
+def _hiprag_simulated(trajectory: Trajectory, golds: Sequence[str], flags: Sequence[bool]) -> dict[str, Any]:
+    steps = len(trajectory.steps)  # one verdict per parsed step: a malformed text may parse to fewer or more
+    return {"step_flags": [bool(flags[i]) if i < len(flags) else False for i in range(steps)]}
+
+
+def _autosearch_simulated(
+    trajectory: Trajectory, golds: Sequence[str], flags: Sequence[bool]
+) -> dict[str, Any]:
+    # one self-answer per retrieval step: the gold from the second step on, so t_c varies
+    return {
+        "intermediate_answers": [
+            golds[0] if i else "unknown" for i in range(max(len(trajectory.steps) - 1, 0))
+        ]
+    }
+
+
+def _search_p1_simulated(
+    trajectory: Trajectory, golds: Sequence[str], flags: Sequence[bool]
+) -> dict[str, Any]:
+    plan = max(len(trajectory.plan), 1)
+    evaluation = SearchP1Evaluation(0.8, plan, min(plan, trajectory.n_searches), 1, 0.5, 0.5)
+    return {"evaluation": asdict(evaluation), "n_ref_steps": 2}
+
+
+def _tiresrag_simulated(
+    trajectory: Trajectory, golds: Sequence[str], flags: Sequence[bool]
+) -> dict[str, Any]:
+    return {"sufficiency": bool(flags[0]) if flags else False, "thinking": 0.7}
+
+
 P = TypeVar("P")
+Judgements = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Method(Generic[P]):
     """A reward method: its trajectory format, its weights (a :mod:`scoring.params` dataclass), the judge outcomes
-    its reward reads, and the reward."""
+    its reward reads, the reward, the judge outcomes a bench simulates, and whether chat trajectories are scored.
+
+    ``chat_refusal`` is None for a method :mod:`scoring.chat_scoring` scores on chat trajectories (its reward reads
+    only steps, contexts and the final answer), else why the method does not apply to them."""
 
     format: str
     params_type: type[P]
     judgements: tuple[str, ...]
     reward: Callable[[Trajectory, Sequence[str], P, _Inputs], Reward]
+    simulated_judgements: Callable[[Trajectory, Sequence[str], Sequence[bool]], Judgements]
+    chat_refusal: str | None
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -219,11 +265,35 @@ class Method(Generic[P]):
 # The one table of reward methods: every other table keyed by method name covers exactly these keys
 # (tests/test_method_tables.py).
 METHODS: dict[str, Method[Any]] = {
-    "search_r1": Method("search_r1", SearchR1Params, (), _search_r1),
-    "hiprag": Method("hiprag", HipragParams, ("step_flags",), _hiprag),
-    "autosearch": Method("autosearch", AutosearchParams, ("intermediate_answers",), _autosearch),
-    "search_p1": Method("search_p1", SearchP1Params, ("evaluation", "n_ref_steps"), _search_p1),
-    "tiresrag": Method("tiresrag", TiresragParams, ("sufficiency", "thinking"), _tiresrag),
+    "search_r1": Method("search_r1", SearchR1Params, (), _search_r1, _search_r1_simulated, chat_refusal=None),
+    "hiprag": Method("hiprag", HipragParams, ("step_flags",), _hiprag, _hiprag_simulated, chat_refusal=None),
+    "autosearch": Method(
+        "autosearch",
+        AutosearchParams,
+        ("intermediate_answers",),
+        _autosearch,
+        _autosearch_simulated,
+        chat_refusal="AutoSearch's Eq. 1 format reward checks each turn's own tags (<think>, <search>, <answer>) "
+        "and its repeated-search rule in the turn's text, and its self-answers are generated after each <search> "
+        "turn of its prompt; a chat trajectory has tool calls instead of those turns",
+    ),
+    "search_p1": Method(
+        "search_p1",
+        SearchP1Params,
+        ("evaluation", "n_ref_steps"),
+        _search_p1,
+        _search_p1_simulated,
+        chat_refusal="Search-P1's path-centric reward scores the agent's own plan (its <plan> steps) against the "
+        "reference plan; a chat trajectory has no explicit plan to score",
+    ),
+    "tiresrag": Method(
+        "tiresrag",
+        TiresragParams,
+        ("sufficiency", "thinking"),
+        _tiresrag,
+        _tiresrag_simulated,
+        chat_refusal=None,
+    ),
 }
 
 

@@ -1,27 +1,30 @@
 """Every table keyed by reward method covers scoring.scorer.METHODS, so a new method cannot be half-added.
 
 A table that holds every method must hold exactly METHODS' names. A table that holds some of them (a property only
-some methods have) is listed with the methods it leaves out and why; a pair of tables that split the methods between
-them must cover METHODS without overlap. docs/architecture.md ("Adding a reward method") lists the files.
+some methods have) is listed with the methods it leaves out and why. What only the scorer needs to know of a method
+(its chat support, the judge outcomes a bench simulates) is a field of its METHODS entry; what a format needs (its
+parser and synthetic writer) is its scoring.formats.FORMATS entry. docs/architecture.md ("Adding a reward method")
+lists the files.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
+from collections.abc import Collection
 from dataclasses import fields
 from typing import Any
 
 import pytest
 
 import trainer.scripted  # noqa: F401  (imports torch: once, while collecting, not inside a test's time)
+from scoring.formats import parse
 from scoring.params import param_help, param_specs
 from scoring.scorer import METHODS
 
 # Tables with one entry per method: "module:attribute".
 EVERY_METHOD = [
-    "scoring.formats:PARSERS",  # a method's trajectory format is parsed by its own parser
-    "scoring.synthetic:GENERATORS",
-    "scoring.bench:METHODS",
+    "scoring.formats:FORMATS",  # a method's trajectory format: its own parser and synthetic writer
     "agent.rollout:PAPER_CONFIGS",
     "agent.rollout_methods:METHODS",
     "trainer.demonstration_turns:TURNS",
@@ -50,9 +53,6 @@ SOME_METHODS = [
     ("webapp.common.methods:LLM_JUDGE_METHODS", {"search_r1", "hiprag", "autosearch"}),
 ]
 
-# Pairs of tables that split the methods between them.
-SPLITS = [("scoring.chat_scoring:CHAT_METHODS", "scoring.chat_scoring:NOT_APPLICABLE")]
-
 
 def _keys(path: str) -> set[str]:
     module, name = path.split(":")
@@ -60,6 +60,18 @@ def _keys(path: str) -> set[str]:
     keys = set(table)
     assert len(keys) == len(table), f"{path} names a method twice"
     return keys
+
+
+def _mismatches(methods: Collection[str]) -> list[str]:
+    """Each table that does not hold what ``methods`` asks of it, with the names it lacks or has too many."""
+    expected = [(path, set(methods)) for path in EVERY_METHOD]
+    expected += [(path, set(methods) - left_out) for path, left_out in SOME_METHODS]
+    found = []
+    for path, names in expected:
+        keys = _keys(path)
+        if keys != names:
+            found.append(f"{path}: lacks {sorted(names - keys)}, has too many {sorted(keys - names)}")
+    return found
 
 
 @pytest.mark.parametrize("path", EVERY_METHOD)
@@ -72,15 +84,38 @@ def test_a_table_of_some_methods_leaves_out_only_the_named_ones(path: str, left_
     assert _keys(path) == set(METHODS) - left_out, path
 
 
+def test_a_method_added_to_the_scorer_alone_is_caught_by_every_table() -> None:
+    assert _mismatches(METHODS) == []
+    half_added = [*METHODS, "new_method"]
+    found = _mismatches(half_added)
+    assert len(found) == len(EVERY_METHOD) + len(SOME_METHODS)
+    assert all("lacks ['new_method']" in line for line in found), found
+
+
 def test_judgement_builders_are_the_methods_whose_reward_reads_judge_outcomes() -> None:
     assert _keys("agent.method_judging:JUDGEMENTS") == {m for m, spec in METHODS.items() if spec.judgements}
 
 
-@pytest.mark.parametrize(("first", "second"), SPLITS)
-def test_two_tables_split_the_methods_without_overlap(first: str, second: str) -> None:
-    one, other = _keys(first), _keys(second)
-    assert not one & other, (first, second)
-    assert one | other == set(METHODS), (first, second)
+@pytest.mark.parametrize("method", list(METHODS))
+def test_each_method_says_whether_chat_trajectories_are_scored_and_if_not_why(method: str) -> None:
+    from scoring.chat_scoring import NOT_APPLICABLE
+
+    refusal = METHODS[method].chat_refusal
+    assert refusal is None or len(refusal) > 40, method  # a refusal explains itself
+    assert (method in NOT_APPLICABLE) == (refusal is not None)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_each_methods_simulated_judgements_are_ones_its_scorer_accepts(method: str) -> None:
+    from scoring.scorer import score
+    from scoring.synthetic import generate
+
+    spec = METHODS[method]
+    for item in generate(spec.format, 20, seed=5, malformed_rate=0.3):
+        trajectory = parse(spec.format, item.text)
+        judgements = spec.simulated_judgements(trajectory, item.golds, [True, False] * 4)
+        assert set(judgements) <= set(spec.judgements), method
+        assert math.isfinite(score(method, item.text, item.golds, judgements=judgements).reward.total)
 
 
 def test_the_web_apps_method_choices_are_the_scorers_methods() -> None:

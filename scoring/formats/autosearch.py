@@ -22,10 +22,13 @@ The released code's own checks are here too, exactly as released (``qa_em_format
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scoring.formats.searchr1 import interleaved_trajectory
+from scoring.formats.synthetic_text import SyntheticTrajectory
 from scoring.metrics import normalize_answer
 from scoring.tfidf import tfidf_cosine_similarities, tokenize
 from scoring.trajectory import FormatError, Step, StepKind, Trajectory
@@ -362,3 +365,8 @@ def extract_solution_reference(solution_str: str) -> str | None:
     ``None`` when there are fewer than two (the prompt's own example spans count)."""
     matches = _ANSWER.findall(solution_str)
     return matches[-1].strip() if len(matches) > 1 else None
+
+
+def autosearch_trajectory(rng: random.Random, *, malformed_rate: float = 0.1) -> SyntheticTrajectory:
+    """A synthetic response: AutoSearch writes Search-R1's turns (its rewards differ, not its tags)."""
+    return interleaved_trajectory(rng, FORMAT, malformed_rate, answers=1)

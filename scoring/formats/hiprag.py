@@ -34,8 +34,10 @@ The released checkers (training, ``reward.py``, regex) are in :mod:`scoring.form
 
 from __future__ import annotations
 
+import random
 import re
 
+from scoring.formats.synthetic_text import SyntheticTrajectory, answer_and_golds, passages, sentence
 from scoring.trajectory import FormatError, Step, StepKind, Trajectory
 
 FORMAT_NAME = "hiprag"
@@ -291,3 +293,24 @@ def parse_hiprag(text: str) -> Trajectory:
         error=error,
         extras=_question(text, think_open),
     )
+
+
+def hiprag_trajectory(rng: random.Random, *, malformed_rate: float = 0.1) -> SyntheticTrajectory:
+    """A synthetic response in HiPRAG's parsable format (paper Fig. 4): ``<think>`` holding ``<step>`` blocks, then
+    ``<answer>``; a malformed one has a step that never concludes (a typical policy mistake)."""
+    kinds = tuple("search" if rng.random() < 0.6 else "non_search" for _ in range(rng.randint(1, 6)))
+    answer, golds = answer_and_golds(rng)
+    parts = ["<think>\n"]
+    for kind in kinds:
+        parts.append(f"<step>\n    <reasoning>{sentence(rng, 8, 30)}</reasoning>\n")
+        if kind == "search":
+            parts.append(
+                f"    <search>{sentence(rng, 3, 8)}</search>\n    <context>{passages(rng)}</context>\n"
+            )
+        parts.append(f"    <conclusion>{sentence(rng, 4, 15)}</conclusion>\n</step>\n")
+    parts.append(f"</think>\n<answer>{answer}</answer>")
+    text = "".join(parts)
+    well_formed = rng.random() >= malformed_rate
+    if not well_formed:
+        text = text.replace("</conclusion>", "", 1)
+    return SyntheticTrajectory(FORMAT_NAME, text, golds, kinds, answer, well_formed)

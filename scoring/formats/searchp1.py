@@ -31,10 +31,12 @@ nothing — the paper does not say how to count them, and the rewards use the ev
 from __future__ import annotations
 
 import json
+import random
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from scoring.formats.synthetic_text import SyntheticTrajectory, answer_and_golds, passages, sentence
 from scoring.trajectory import FormatError, Step, StepKind, Trajectory
 
 FORMAT_NAME = "search_p1"
@@ -305,3 +307,25 @@ def parse_searchp1(text: str) -> Trajectory:
         plan=plan,
         error=errors.first,
     )
+
+
+def searchp1_trajectory(rng: random.Random, *, malformed_rate: float = 0.1) -> SyntheticTrajectory:
+    """A synthetic response in Search-P1's format (paper Fig. 8 prompt): a planning ``<reasoning>``, tool calls with
+    their responses, then ``<answer>``; a malformed one has a reasoning that never closes."""
+    answer, golds = answer_and_golds(rng)
+    searches = rng.randint(0, 4)
+    plan = "\n".join(f"{i + 1}. {sentence(rng, 4, 10)}" for i in range(max(searches, 1)))
+    parts = [f"<reasoning>Plan:\n{plan}</reasoning>\n"]
+    for _ in range(searches):
+        parts.append(
+            f"<tool_call>{sentence(rng, 3, 8)}</tool_call>\n<tool_response>{passages(rng)}</tool_response>\n"
+        )
+        parts.append(f"<reasoning>{sentence(rng, 8, 30)}</reasoning>\n")
+    parts.append(f"<answer>{answer}</answer>")
+    text = "".join(parts)
+    well_formed = rng.random() >= malformed_rate
+    if not well_formed:
+        text = text.replace("</reasoning>", "", 1)
+    # The last reasoning (after the final tool response, or the plan itself) is the non-search step before the answer.
+    kinds = ("search",) * searches + ("non_search",)
+    return SyntheticTrajectory(FORMAT_NAME, text, golds, kinds, answer, well_formed)

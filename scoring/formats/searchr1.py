@@ -21,8 +21,10 @@ two ``<answer>`` spans in prompt+response).
 
 from __future__ import annotations
 
+import random
 import re
 
+from scoring.formats.synthetic_text import NAMES, SyntheticTrajectory, answer_and_golds, passages, sentence
 from scoring.trajectory import FormatError, Step, StepKind, Trajectory
 
 FORMAT_NAME = "search_r1"
@@ -348,3 +350,34 @@ def extract_solution_reference(solution_str: str) -> str | None:
     if len(matches) <= 1:
         return None
     return matches[-1].strip()
+
+
+def searchr1_trajectory(rng: random.Random, *, malformed_rate: float = 0.1) -> SyntheticTrajectory:
+    """A synthetic response of Search-R1's interleaved think / search / information / answer turns."""
+    return interleaved_trajectory(rng, FORMAT_NAME, malformed_rate, answers=1)
+
+
+def interleaved_trajectory(
+    rng: random.Random, format_name: str, malformed_rate: float, answers: int
+) -> SyntheticTrajectory:
+    """Zero to four search turns, then ``answers`` answer turns, the last answering the chosen answer; a malformed
+    one has a ``<think>`` that never closes. AutoSearch and TIRESRAG-R1 write the same turns."""
+    answer, golds = answer_and_golds(rng)
+    parts: list[str] = []
+    kinds: list[str] = []
+    for _ in range(rng.randint(0, 4)):
+        parts.append(f"<think>{sentence(rng, 8, 30)}</think>\n<search> {sentence(rng, 3, 8)} </search>\n\n")
+        parts.append(f"<information>{passages(rng)}</information>\n\n")
+        kinds.append("search")
+    for i in range(answers):
+        parts.append(f"<think>{sentence(rng, 8, 30)}</think>\n<answer> {rng.choice(NAMES)} </answer>")
+        if i + 1 < answers:
+            parts.append("\n")
+        kinds.append("non_search")
+    # make the final answer the one chosen, so correctness follows the 60% rate
+    head, _, _ = "".join(parts).rpartition("<answer>")
+    text = f"{head}<answer> {answer} </answer>"
+    well_formed = rng.random() >= malformed_rate
+    if not well_formed:
+        text = text.replace("</think>", "", 1)
+    return SyntheticTrajectory(format_name, text, golds, tuple(kinds), answer, well_formed)

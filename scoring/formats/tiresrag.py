@@ -29,9 +29,12 @@ Choices where the paper is silent:
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 
+from scoring.formats.searchr1 import interleaved_trajectory
+from scoring.formats.synthetic_text import SyntheticTrajectory
 from scoring.trajectory import FormatError, Step, StepKind, Trajectory
 
 FORMAT = "tiresrag"
@@ -322,3 +325,8 @@ def get_qa_reference(query: str, template_type: str = "qwen_chat") -> tuple[str,
         return question, solution
     # Reproduces the source: neither branch ran, so `return question, solution` read unbound locals.
     raise UnboundLocalError("cannot access local variable 'question' where it is not associated with a value")
+
+
+def tiresrag_trajectory(rng: random.Random, *, malformed_rate: float = 0.1) -> SyntheticTrajectory:
+    """A synthetic response: Search-R1's turns, and half the time a reflection round with a second answer."""
+    return interleaved_trajectory(rng, FORMAT, malformed_rate, answers=rng.choice((1, 2)))
