@@ -1,0 +1,317 @@
+"""An experiment's plan from the command line: arms, seeds, models, questions, screen, budgets, judge, deadline.
+
+:func:`plan_from_args` checks everything a run can get wrong before any model loads — a file that is missing, a
+question file's bad line (named with its line number), a split naming ids the question file lacks, an arm's
+method or weight out of range, a budget or judge setting the rollout cannot run with — and raises
+:class:`PlanError` naming the flag at fault. The arms differ in their reward alone (HiPRAG's λp, Eq. 4, by default:
+``outcome`` λp = 0 is the baseline, ``process`` λp = 0.4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.budgets import BudgetError, check_budget
+from agent.judge_spec import EXPERIMENT, JudgeSpec, JudgeSpecError, judge_from_option, judge_spec_check
+
+REPO = Path(__file__).resolve().parents[2]
+WARM_START_RECIPE = REPO / "demo" / "experiment2_warm_start.toml"
+DEFAULT_ARMS = ("outcome=hiprag:lambda_p=0.0", "process=hiprag:lambda_p=0.4")
+SHARED_DATA = Path("../shared/data/wiki_multihop")
+
+
+class PlanError(ValueError):
+    """A setting the experiment cannot run with: ``flag`` names it (``--split``), ``message`` says why."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(f"{flag} {message}")
+        self.flag, self.message = flag, message
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "method": self.method, "params": dict(self.params)}
+
+
+@dataclass
+class ExperimentPlan:
+    work: Path  # models, the index and the trainers' folders (large; stays on the machine)
+    out: Path  # the experiment spool (small files only)
+    corpus: Path
+    questions: Path
+    arms: tuple[Arm, ...]
+    baseline: str
+    gguf: Path | None = None
+    start_model: Path | None = None
+    warm_start_recipe: Path = WARM_START_RECIPE
+    name: str = ""
+    seed: int = 0
+    seeds: int = 1
+    steps: int = 40
+    learning_rate: float = 5e-5
+    temperature: float = 0.7
+    num_generations: int = 8
+    max_turns: int = 4
+    max_rollout_tokens: int = 768
+    train_limit: int = 64
+    keep_guessable: bool = False
+    eval_limit: int = 200
+    split: Path | None = None
+    split_train: tuple[str, ...] = ()
+    split_held_out: tuple[str, ...] = ()
+    screen_samples: int = 3
+    screen_min: int = 1
+    screen_max: int = 3
+    judge: JudgeSpec = field(default_factory=lambda: JudgeSpec(kind="evidence"))
+    deadline: float = 0.0
+    eval_reserve: float = 120.0
+    concurrent: int = 0  # trainers at once (0: all)
+    gpu_memory_per_run: float = 0.0  # GiB per trainer on CUDA (0: estimated from the model's size)
+    screen_only: bool = False
+    smoke: bool = False
+
+    @property
+    def seed_values(self) -> list[int]:
+        """Seed k of pair k: ``seed + k`` (both arms of a pair train with it)."""
+        return [self.seed + k for k in range(self.seeds)]
+
+    @property
+    def methods(self) -> list[str]:
+        """The arms' methods, each once, in arm order (a start evaluation per method)."""
+        return list(dict.fromkeys(arm.method for arm in self.arms))
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    @property
+    def baseline_arm(self) -> Arm:
+        return self.arm(self.baseline)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m trainer.jobs experiment",
+        description="Run an experiment's stages without the web app and write its experiment spool (--out), "
+        "which manage.py replay_spool (or the Imports page, packed as .tar.gz) brings into searchlab.",
+    )
+    p.add_argument("--work", type=Path, required=True, help="models, index and trainer folders (stay here)")
+    p.add_argument("--out", type=Path, required=True, help="the experiment spool (small files); resumable")
+    p.add_argument("--name", default="", help="the experiment's name (default: its arms, steps and device)")
+    p.add_argument("--corpus", type=Path, default=SHARED_DATA / "corpus.jsonl")
+    p.add_argument("--questions", type=Path, default=SHARED_DATA / "questions.jsonl")
+    p.add_argument("--gguf", type=Path, help="the base model's GGUF file (agent.setup_model converts it)")
+    p.add_argument("--start-model", type=Path, help="a start model folder (no base model, no warm start)")
+    p.add_argument(
+        "--warm-start-recipe", type=Path, default=WARM_START_RECIPE, help="trainer.warm_start's TOML"
+    )
+    p.add_argument(
+        "--arm",
+        action="append",
+        dest="arms",
+        metavar="NAME=METHOD[:KEY=VALUE,...]",
+        help=f"an arm (repeat; default {' and '.join(DEFAULT_ARMS)}): its reward method and weights",
+    )
+    p.add_argument("--baseline", default="", help="the baseline arm (default: the first)")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seeds", type=int, default=1, help="seed pairs: seeds --seed .. --seed+N-1, every arm each"
+    )
+    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--temperature", type=float, default=0.7, help="training's and the screen's sampling")
+    p.add_argument("--num-generations", type=int, default=8)
+    p.add_argument("--max-turns", type=int, default=4)
+    p.add_argument("--max-rollout-tokens", type=int, default=768)
+    p.add_argument("--train-limit", type=int, default=64, help="training candidates before the screen")
+    p.add_argument(
+        "--keep-guessable",
+        action="store_true",
+        help="keep training questions answerable without evidence (scoring.guessable), left out by default",
+    )
+    p.add_argument(
+        "--eval-limit", type=int, help="the first N held-out questions (default 200; --split: all)"
+    )
+    p.add_argument(
+        "--split", type=Path, help="a split file (bench/experiment3_split.py's): train and held_out ids"
+    )
+    p.add_argument("--screen-samples", type=int, default=3, help="0: no screen")
+    p.add_argument("--screen-min", type=int, default=1)
+    p.add_argument("--screen-max", type=int, default=3)
+    p.add_argument("--judge", default="evidence", help="an agent.judge_spec kind, or an http(s):// endpoint")
+    p.add_argument("--judge-model", default="", help="the model the judge endpoint serves")
+    p.add_argument("--judge-api-key-env", default="", help="the variable holding the judge endpoint's key")
+    p.add_argument("--deadline", type=float, default=0, help="seconds from start to be done by (0: none)")
+    p.add_argument(
+        "--eval-reserve", type=float, default=120, help="seconds of --deadline kept for evaluations"
+    )
+    p.add_argument("--concurrent", type=int, default=0, help="trainers at once (0: every arm and seed)")
+    p.add_argument(
+        "--gpu-memory-per-run",
+        type=float,
+        default=0,
+        help="GiB a trainer needs on CUDA (0: estimated from the model's size); fewer run at once if short",
+    )
+    p.add_argument("--screen-only", action="store_true", help="stop after the screen (questions/train.jsonl)")
+    p.add_argument("--smoke", action="store_true", help="a tiny random model, a few questions, 2 steps")
+    return p
+
+
+def plan_from_args(args: argparse.Namespace) -> ExperimentPlan:
+    """The checked plan of parsed arguments; :class:`PlanError` names the first flag at fault."""
+    for flag, path in (("--corpus", args.corpus), ("--questions", args.questions)):
+        if not path.is_file():
+            raise PlanError(flag, f"{path}: no such file")
+    if not (args.smoke or args.start_model or (args.gguf and args.gguf.is_file())):
+        raise PlanError("--gguf", "FILE (the base model), --start-model FOLDER, or --smoke is needed")
+    if args.start_model and not (args.start_model / "config.json").is_file():
+        raise PlanError("--start-model", f"{args.start_model}: not a model folder (no config.json)")
+    arms = tuple(parse_arm(text) for text in (args.arms or DEFAULT_ARMS))
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names) or len(arms) < 2:
+        raise PlanError("--arm", f"two or more arms with different names, got {names}")
+    baseline = args.baseline or names[0]
+    if baseline not in names:
+        raise PlanError("--baseline", f"{baseline!r} is not an arm ({', '.join(names)})")
+    split_train, split_held_out = read_split(args.split) if args.split else ((), ())
+    _check_counts(args)
+    judge = _judge(args)
+    _check_questions(args.questions, args.split, split_train, split_held_out)
+    eval_limit = args.eval_limit or (len(split_held_out) if args.split else 200)
+    plan = ExperimentPlan(
+        **{k: getattr(args, k) for k in PLAIN_FIELDS},
+        arms=arms,
+        baseline=baseline,
+        split_train=split_train,
+        split_held_out=split_held_out,
+        eval_limit=eval_limit,
+        judge=judge,
+    )
+    return smoke_settings(plan) if plan.smoke else plan
+
+
+PLAIN_FIELDS = (
+    "work out corpus questions gguf start_model warm_start_recipe name seed seeds steps learning_rate temperature "
+    "num_generations max_turns max_rollout_tokens train_limit keep_guessable split screen_samples screen_min "
+    "screen_max deadline eval_reserve concurrent gpu_memory_per_run screen_only smoke"
+).split()
+
+
+def smoke_settings(plan: ExperimentPlan) -> ExperimentPlan:
+    """``--smoke``: 2 steps of 2 rollouts on 8 candidates, up to 6 held-out questions, short rollouts, every
+    candidate kept by the screen (a random model answers nothing)."""
+    plan.steps, plan.train_limit, plan.num_generations = 2, 8, 2
+    plan.eval_limit = min(6, plan.eval_limit)
+    plan.max_rollout_tokens, plan.screen_min = 96, 0
+    return plan
+
+
+def parse_arm(text: str) -> Arm:
+    """``NAME=METHOD[:KEY=VALUE,...]`` (``process=hiprag:lambda_p=0.4``), the weights checked as the method's."""
+    from scoring.errors import ScoringInputError
+    from scoring.scorer import METHODS, method_params
+
+    name, _, rest = text.partition("=")
+    method, _, weights = rest.partition(":")
+    if not name.strip() or not method:
+        raise PlanError("--arm", f"{text!r}: expected NAME=METHOD[:KEY=VALUE,...]")
+    if method not in METHODS:
+        raise PlanError("--arm", f"{text!r}: method {method!r} is not one of {', '.join(METHODS)}")
+    params: dict[str, Any] = {}
+    for item in filter(None, weights.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise PlanError("--arm", f"{text!r}: weight {item!r} is not KEY=VALUE")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    try:
+        method_params(method, params)
+    except ScoringInputError as exc:
+        raise PlanError("--arm", f"{text!r}: {exc}") from None
+    return Arm(name.strip(), method, params)
+
+
+def read_split(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A split file's training pool and held-out ids (``bench/experiment3_split.py``'s ``train`` and ``held_out``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(map(str, data["train"])), tuple(map(str, data["held_out"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PlanError(
+            "--split", f"{path}: not a split file with 'train' and 'held_out' ids ({exc})"
+        ) from None
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    for name in ("steps", "num_generations", "train_limit", "seeds"):
+        if getattr(args, name) < 1:
+            raise PlanError(f"--{name.replace('_', '-')}", f"{getattr(args, name)}: must be at least 1")
+    if args.eval_limit is not None and args.eval_limit < 1:
+        raise PlanError("--eval-limit", f"{args.eval_limit}: must be at least 1")
+    for name in ("max_turns", "max_rollout_tokens"):
+        try:
+            check_budget(name, getattr(args, name))
+        except BudgetError as exc:
+            raise PlanError(f"--{name.replace('_', '-')}", exc.message) from None
+    if args.deadline < 0 or args.eval_reserve < 0:
+        raise PlanError("--deadline", "and --eval-reserve are seconds, 0 or more")
+    if args.concurrent < 0 or args.gpu_memory_per_run < 0:
+        raise PlanError("--concurrent", "and --gpu-memory-per-run are 0 or more")
+    if args.screen_samples < 0 or not 0 <= args.screen_min <= args.screen_max:
+        raise PlanError("--screen-min", f"{args.screen_min}..{args.screen_max}: need 0 ≤ min ≤ max")
+    if args.screen_only and args.screen_samples == 0:
+        raise PlanError("--screen-only", "needs a screen (--screen-samples 1 or more)")
+
+
+def _judge(args: argparse.Namespace) -> JudgeSpec:
+    try:
+        spec = judge_from_option(
+            args.judge, use=EXPERIMENT, model=args.judge_model, api_key_env=args.judge_api_key_env
+        )
+        judge_spec_check(spec, EXPERIMENT)
+    except JudgeSpecError as exc:
+        flag = "--judge" if exc.field in ("kind", "base_url") else f"--judge-{exc.field.replace('_', '-')}"
+        raise PlanError(flag, exc.message) from None
+    return spec
+
+
+def _check_questions(
+    questions: Path, split: Path | None, split_train: tuple[str, ...], split_held_out: tuple[str, ...]
+) -> None:
+    """A bad line is named (file:line) before any model loads; the splits the run draws on must exist."""
+    from trainer.config import ConfigError
+    from trainer.train import read_question_rows
+
+    try:
+        rows = read_question_rows(questions)
+    except ConfigError as exc:
+        raise PlanError("--questions", str(exc).split(": ", 1)[-1]) from None
+    if split is None:
+        for name in ("train", "test"):
+            if not split_rows(rows, name):
+                raise PlanError(
+                    "--questions", f"{questions}: no question whose metadata.split starts with {name!r}"
+                )
+        return
+    known = {str(r["id"]) for r in rows}
+    for name, ids in (("train", split_train), ("held_out", split_held_out)):
+        missing = [qid for qid in ids if qid not in known]
+        if missing:
+            raise PlanError(
+                "--split", f"{split}: {len(missing)} {name} ids not in --questions, e.g. {missing[0]!r}"
+            )
+
+
+def split_rows(rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    """``webapp.experiments.inputs``' rule: ``metadata.split`` starts with ``split``."""
+    return [r for r in rows if str((r.get("metadata") or {}).get("split", "")).startswith(split)]

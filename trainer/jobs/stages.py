@@ -1,0 +1,251 @@
+"""The stages before training: the index, the base model, the warm start, the training candidates and the screen.
+
+Each is skipped when its output exists (a rerun with the same ``--work`` and ``--out`` resumes). The screen samples
+the start model ``n`` times on the training candidates at the training temperature (a seed per sample) and keeps
+the questions it answered (cover EM, HiPRAG's accuracy) in ``min``..``max`` of them — the web app's rule
+(``webapp.experiments.screening``), with no unscreened share: GRPO's process term reaches the gradient only through
+a group whose rewards differ.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from trainer.jobs.evaluation import EvaluationStage, run_stage
+from trainer.jobs.plan import REPO, ExperimentPlan, split_rows
+from trainer.jobs.spool import ExperimentSpool, read_rows, write_json, write_rows
+
+
+class StageFailed(Exception):
+    """A stage that cannot go on: the run stops, its reason in the log and the manifest's ``error``."""
+
+    def __init__(self, stage: str, reason: str) -> None:
+        super().__init__(f"{stage}: {reason}")
+
+
+def question_rows(path: Path) -> list[dict[str, Any]]:
+    from trainer.train import read_question_rows
+
+    return read_question_rows(path)
+
+
+def ensure_index(corpus: Path, folder: Path, spool: ExperimentSpool) -> None:
+    """The BM25 index of ``corpus``; its metadata (with the corpus checksum) copied into the spool."""
+    from retrieval.index import METADATA_FILE, IndexConfig, build_index
+
+    if not (folder / METADATA_FILE).is_file():
+        started = time.perf_counter()
+        build_index(corpus, folder, IndexConfig(kind="bm25"))
+        spool.log(f"index: BM25 over {corpus} in {time.perf_counter() - started:.0f} s")
+    shutil.copy(folder / METADATA_FILE, spool.root / "index_metadata.json")
+
+
+# --smoke's warm start: the recipe's share of redundant searches and its plain SFT path (the one a GPU takes), on
+# the tiny model's byte-level tokenizer (long turns) and 2 demonstrations: the check that the warm start runs on the
+# machine at all.
+SMOKE_WARM_START: dict[str, Any] = {
+    "max_turn_tokens": 1000,
+    "max_rollout_tokens": 6400,  # room for the redundant search at 1000-token turns
+    "data": {"questions_per_method": 2},
+    "training": {"epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "max_length": 8192},
+}
+
+
+def start_model(plan: ExperimentPlan, index: Path, spool: ExperimentSpool) -> Path:
+    """The model every arm starts from: the given folder, or the warm start of the base model (the GGUF file
+    converted, or with ``--smoke`` a tiny random model), made here."""
+    if plan.start_model:
+        return plan.start_model.resolve()
+    work = plan.work.resolve()
+    started = time.perf_counter()
+    if plan.smoke:
+        base, start = work / "base-tiny", work / "start-tiny"
+        if not (base / "config.json").is_file():
+            from trainer.models import tiny_model, tiny_tokenizer
+
+            tokenizer = tiny_tokenizer()
+            tiny_model(tokenizer, seed=plan.seed).save_pretrained(base)
+            tokenizer.save_pretrained(base)
+    else:
+        assert plan.gguf is not None
+        base = work / plan.gguf.stem.split(".")[0]
+        start = work / f"{base.name}-warm"
+        if not (base / "config.json").is_file():
+            from agent.setup_model import convert
+
+            convert(plan.gguf.resolve(), base)
+            spool.log(f"base model: {plan.gguf.name} → {base} in {time.perf_counter() - started:.0f} s")
+    spool.add_phase("base_model", time.perf_counter() - started)
+    started = time.perf_counter()
+    ensure_warm_start(plan, base, index, start, spool)
+    spool.add_phase("warm_start", time.perf_counter() - started)
+    return start
+
+
+def ensure_warm_start(
+    plan: ExperimentPlan, base: Path, index: Path, folder: Path, spool: ExperimentSpool
+) -> None:
+    """``trainer.warm_start`` on ``plan.warm_start_recipe`` (TRL's plain SFT path), its config, metrics and log
+    kept in the spool's ``warm_start/``."""
+    if (folder / "config.json").is_file():
+        return
+    recipe = tomllib.loads(plan.warm_start_recipe.read_text(encoding="utf-8"))
+    recipe.update(output_dir=str(folder), index=str(index))
+    recipe["model"] = {**recipe.get("model", {}), "path": str(base), "torch_threads": 4}
+    recipe["data"] = {**recipe.get("data", {}), "path": str(plan.questions.resolve())}
+    recipe["training"] = {**recipe.get("training", {}), "cache_frozen_layers": False}
+    if plan.smoke:
+        recipe["max_turn_tokens"] = SMOKE_WARM_START["max_turn_tokens"]
+        recipe["max_rollout_tokens"] = SMOKE_WARM_START["max_rollout_tokens"]
+        recipe["data"].update(SMOKE_WARM_START["data"])
+        recipe["training"].update(SMOKE_WARM_START["training"])
+    kept = spool.root / "warm_start"
+    config = kept / "config.json"
+    write_json(config, recipe)
+    started = time.perf_counter()
+    spool.log(f"warm start: {plan.warm_start_recipe.name} → {folder} (output in warm_start/log.txt)")
+    with (kept / "log.txt").open("wb") as output:
+        code = subprocess.run(
+            [sys.executable, "-m", "trainer.warm_start", str(config)],
+            cwd=REPO,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        ).returncode
+    for name in ("metrics.jsonl", "progress.json"):
+        if (folder / name).is_file():
+            shutil.copy(folder / name, kept / name)
+    if code != 0:
+        tail = (kept / "log.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        raise StageFailed("warm start", f"exit {code}; warm_start/log.txt ends:\n" + "\n".join(tail))
+    spool.log(f"warm start: done in {time.perf_counter() - started:.0f} s")
+
+
+def held_out_rows(plan: ExperimentPlan) -> list[dict[str, Any]]:
+    """The evaluation's questions: the split's held-out ones in its order, else the ``test`` split's; the first
+    ``eval_limit``."""
+    rows = question_rows(plan.questions)
+    if plan.split is None:
+        return split_rows(rows, "test")[: plan.eval_limit]
+    by_id = {str(r["id"]): r for r in rows}
+    return [by_id[qid] for qid in plan.split_held_out][: plan.eval_limit]
+
+
+def candidate_rows(plan: ExperimentPlan, warm: Path) -> list[dict[str, Any]]:
+    """Training questions (the split's pool, else the ``train`` split) outside the warm start's demonstrations
+    and, unless ``keep_guessable``, not answerable without evidence (``scoring.guessable``), shuffled with the
+    seed, the first ``train_limit``."""
+    from scoring.guessable import guessable
+
+    seen: set[str] = set()
+    demos = warm / "demonstrations.jsonl"
+    if demos.is_file():
+        seen = {
+            str(json.loads(line)["question_id"]) for line in demos.read_text(encoding="utf-8").splitlines()
+        }
+    rows = question_rows(plan.questions)
+    if plan.split is None:
+        candidates = split_rows(rows, "train")
+    else:
+        wanted = set(plan.split_train)
+        candidates = [r for r in rows if str(r["id"]) in wanted]
+    kept = [
+        r
+        for r in candidates
+        if str(r["id"]) not in seen
+        and (plan.keep_guessable or not guessable(r["question"], r["golden_answers"]))
+    ]
+    random.Random(plan.seed).shuffle(kept)
+    return kept[: plan.train_limit]
+
+
+def training_questions(
+    plan: ExperimentPlan, start: Path, index: Path, budgets: dict[str, Any], spool: ExperimentSpool
+) -> Path:
+    """``questions/train.jsonl``: the screened candidates (or all of them without a screen); an existing file is
+    kept (the screen ran before, on this machine or a CPU beforehand)."""
+    train_file = spool.root / "questions" / "train.jsonl"
+    if train_file.is_file():
+        spool.log(
+            f"screen: {train_file} exists ({len(read_rows(train_file))} questions); not screening again"
+        )
+        return train_file
+    chosen = (
+        spool.root / "questions" / "candidates.jsonl"
+    )  # a screen cut short resumes on the same candidates
+    candidates = read_rows(chosen) if chosen.is_file() else candidate_rows(plan, start)
+    if not candidates:
+        raise StageFailed(
+            "screen", f"every training question of {plan.questions} is in the warm start's demonstrations"
+        )
+    if plan.screen_samples == 0:
+        write_rows(train_file, candidates)
+        return train_file
+    write_rows(chosen, candidates)
+    started = time.perf_counter()
+    kept = screen(plan, start, index, budgets, candidates, spool)
+    spool.add_phase("screen", time.perf_counter() - started)
+    if not kept:
+        raise StageFailed("screen", "no question kept")
+    write_rows(train_file, kept)
+    return train_file
+
+
+def screen(
+    plan: ExperimentPlan,
+    start: Path,
+    index: Path,
+    budgets: dict[str, Any],
+    candidates: list[dict[str, Any]],
+    spool: ExperimentSpool,
+) -> list[dict[str, Any]]:
+    """The candidates the start model answered in ``screen_min``..``screen_max`` of ``screen_samples`` samples,
+    each with ``metadata.screen``; ``screen_yield.json`` counts them by passes."""
+    arm = plan.baseline_arm
+    counts = {str(r["id"]): 0 for r in candidates}
+    for sample in range(1, plan.screen_samples + 1):
+        stage = EvaluationStage(
+            key=f"screen-{sample}",
+            role="screen",
+            method=arm.method,
+            model=str(start),
+            params={},
+            temperature=plan.temperature,
+            seed=plan.seed + sample,
+            sample=sample,
+        )
+        for record in run_stage(spool, stage, candidates, index, budgets, plan.judge):
+            counts[str(record["id"])] += int(bool(record["cem"]))
+    screened = {"samples": plan.screen_samples, "kept": "screened"}
+    kept = [
+        {
+            **r,
+            "metadata": {**(r.get("metadata") or {}), "screen": {"passes": counts[str(r["id"])], **screened}},
+        }
+        for r in candidates
+        if plan.screen_min <= counts[str(r["id"])] <= plan.screen_max
+    ]
+    passes = Counter(counts.values())
+    write_json(
+        spool.root / "screen_yield.json",
+        {
+            "candidates": len(candidates),
+            "kept": len(kept),
+            "by_passes": {str(n): passes[n] for n in sorted(passes)},
+            "samples": plan.screen_samples,
+            "min": plan.screen_min,
+            "max": plan.screen_max,
+        },
+    )
+    spool.log(
+        f"screen: {len(kept)} of {len(candidates)} kept (passes {sorted(counts[str(r['id'])] for r in kept)})"
+    )
+    return kept
