@@ -1,6 +1,6 @@
-"""An experiment: arms (a method and its reward weights) trained from the same start on the same data and seed, every
-model evaluated on the same held-out questions, and the papers' table with paired-bootstrap differences from the
-baseline arm."""
+"""An experiment: arms (a method and its reward weights) trained from the same start on the same data, once per seed
+pair (the arms of a pair share the seed), every model evaluated on the same held-out questions, and the papers' table
+with paired-bootstrap differences from the baseline arm (pooled over seed pairs when there are several)."""
 
 from __future__ import annotations
 
@@ -68,17 +68,22 @@ class ExperimentRun(models.Model):
         blank=True,
         help_text="the arm trained or evaluated; empty for the start model's evaluation",
     )
+    seed = models.PositiveIntegerField(
+        default=0,
+        help_text="the seed pair's seed (training.seed) of a train or eval stage; the experiment's first seed for "
+        "the stages every pair shares (the screen, the start model's evaluation)",
+    )
     position = models.PositiveSmallIntegerField(help_text="the stage's place in the experiment's order")
     run = models.ForeignKey("runs.Run", on_delete=models.PROTECT, related_name="experiment_links")
     attempts = models.PositiveSmallIntegerField(default=1)
 
     class Meta:
-        ordering = ("experiment", "position")
+        ordering = ("experiment", "position", "seed")
         constraints = (
             models.UniqueConstraint(
-                fields=["experiment", "role", "method", "arm"], name="experiment_arm_stage_unique"
+                fields=["experiment", "role", "method", "arm", "seed"], name="experiment_seed_stage_unique"
             ),
         )
 
     def __str__(self) -> str:
-        return f"{self.experiment_id}: {self.role} {self.arm or self.method} → run {self.run_id}"
+        return f"{self.experiment_id}: {self.role} {self.arm or self.method} seed {self.seed} → run {self.run_id}"

@@ -26,21 +26,22 @@ def experiment_links(*, experiment_id: int) -> list[ExperimentRun]:
     )
 
 
-Key = tuple[str, str, str]  # (role, method, arm): a stage (webapp.experiments.services.Stage)
+Key = tuple[str, str, str, int]  # (role, method, arm, seed): a stage (webapp.experiments.services.Stage)
 
 
 def _links(experiment: Experiment) -> dict[Key, ExperimentRun]:
     return {
-        (link.role, link.method, link.arm): link for link in experiment_links(experiment_id=experiment.pk)
+        (link.role, link.method, link.arm, link.seed): link
+        for link in experiment_links(experiment_id=experiment.pk)
     }
 
 
-def _start(method: str) -> Key:
-    return (ExperimentRun.Role.START_EVAL.value, method, "")
+def _start(spec: ExperimentSpec, method: str) -> Key:
+    return (ExperimentRun.Role.START_EVAL.value, method, "", spec.seed)
 
 
-def _trained(arm: Arm) -> Key:
-    return (ExperimentRun.Role.EVAL.value, arm.method, arm.name)
+def _trained(arm: Arm, seed: int) -> Key:
+    return (ExperimentRun.Role.EVAL.value, arm.method, arm.name, seed)
 
 
 def _finished_run(links: dict[Key, ExperimentRun], key: Key) -> Run | None:
@@ -48,10 +49,10 @@ def _finished_run(links: dict[Key, ExperimentRun], key: Key) -> Run | None:
     return link.run if link is not None and link.run.status == Run.Status.FINISHED else None
 
 
-def _steps_trained(links: dict[Key, ExperimentRun], arm: Arm, asked: int) -> int:
-    """The steps the arm's training logged (fewer than asked when a time budget or a stop file ended it early),
-    or the steps asked when it logged none."""
-    link = links.get((ExperimentRun.Role.TRAIN.value, arm.method, arm.name))
+def _steps_trained(links: dict[Key, ExperimentRun], arm: Arm, seed: int, asked: int) -> int:
+    """The steps the arm's training with ``seed`` logged (fewer than asked when a time budget or a stop file ended
+    it early), or the steps asked when it logged none."""
+    link = links.get((ExperimentRun.Role.TRAIN.value, arm.method, arm.name, seed))
     if link is None:
         return asked
     last = MetricPoint.objects.filter(run_id=link.run_id).aggregate(last=Max("step"))["last"]
@@ -88,37 +89,50 @@ def _row(run: Run, label: str, role: str, arm: Arm, steps: int) -> dict[str, Any
     }
 
 
-def experiment_result(*, experiment: Experiment) -> dict[str, Any]:
-    """The table (the start model once per method, then each arm's trained model: the pooled report row) and, per
-    comparison, the paired-bootstrap differences on the held-out questions both runs answered: every other
-    trained arm minus the trained baseline arm, and every trained arm minus its method's start."""
-    spec = ExperimentSpec.from_json(experiment.spec)
-    links = _links(experiment)
+def _table_rows(spec: ExperimentSpec, links: dict[Key, ExperimentRun]) -> list[dict[str, Any]]:
+    """The start model once per method, then per seed pair each arm's trained model (the pooled report rows)."""
+    several = spec.seeds > 1
     rows = []
     shown: set[str] = set()
-    for arm in spec.ordered_arms():
-        start = _finished_run(links, _start(arm.method))
-        if start is not None and arm.method not in shown:
-            shown.add(arm.method)
-            rows.append(_row(start, f"start · {arm.method}", ExperimentRun.Role.START_EVAL, arm, 0))
-        trained = _finished_run(links, _trained(arm))
-        if trained is not None:
-            steps = _steps_trained(links, arm, spec.steps)
-            rows.append(_row(trained, f"trained · {arm.name}", ExperimentRun.Role.EVAL, arm, steps))
+    for seed in spec.seed_list:
+        for arm in spec.ordered_arms():
+            start = _finished_run(links, _start(spec, arm.method))
+            if start is not None and arm.method not in shown:
+                shown.add(arm.method)
+                rows.append(_row(start, f"start · {arm.method}", ExperimentRun.Role.START_EVAL, arm, 0))
+            trained = _finished_run(links, _trained(arm, seed))
+            if trained is not None:
+                steps = _steps_trained(links, arm, seed, spec.steps)
+                label = f"trained · {arm.name}" + (f" · seed {seed}" if several else "")
+                row = _row(trained, label, ExperimentRun.Role.EVAL, arm, steps)
+                rows.append({**row, "seed": seed} if several and row is not None else row)
+    return [row for row in rows if row is not None]
+
+
+def _differences(spec: ExperimentSpec, links: dict[Key, ExperimentRun]) -> list[dict[str, Any]]:
+    """Per seed pair, every other trained arm minus the trained baseline and every trained arm minus its method's
+    start: the paired-bootstrap differences on the held-out questions both runs answered."""
     baseline = spec.arm(spec.baseline)
-    base_trained = _finished_run(links, _trained(baseline))
-    comparisons: list[tuple[str, Run | None, Run | None]] = [
-        (f"{arm.name} − {baseline.name} (trained)", base_trained, _finished_run(links, _trained(arm)))
-        for arm in spec.others
-    ]
-    comparisons += [
-        (
-            f"{arm.name}: trained − start",
-            _finished_run(links, _start(arm.method)),
-            _finished_run(links, _trained(arm)),
-        )
-        for arm in spec.ordered_arms()
-    ]
+    comparisons: list[tuple[str, Run | None, Run | None]] = []
+    for seed in spec.seed_list:
+        suffix = f" · seed {seed}" if spec.seeds > 1 else ""
+        base_trained = _finished_run(links, _trained(baseline, seed))
+        comparisons += [
+            (
+                f"{arm.name} − {baseline.name} (trained){suffix}",
+                base_trained,
+                _finished_run(links, _trained(arm, seed)),
+            )
+            for arm in spec.others
+        ]
+        comparisons += [
+            (
+                f"{arm.name}: trained − start{suffix}",
+                _finished_run(links, _start(spec, arm.method)),
+                _finished_run(links, _trained(arm, seed)),
+            )
+            for arm in spec.ordered_arms()
+        ]
     differences = []
     for label, base, run in comparisons:
         if base is None or run is None:
@@ -136,9 +150,20 @@ def experiment_result(*, experiment: Experiment) -> dict[str, Any]:
                 "metrics": [_difference_json(found[m]) for m in METRICS],
             }
         )
-    return {
-        "rows": [row for row in rows if row is not None],
-        "differences": differences,
+    return differences
+
+
+def experiment_result(*, experiment: Experiment) -> dict[str, Any]:
+    """The table (the start model once per method, then each arm's trained model: the pooled report row) and, per
+    comparison, the paired-bootstrap differences on the held-out questions both runs answered: every other
+    trained arm minus the trained baseline arm, and every trained arm minus its method's start. With several seed
+    pairs, the same per pair, and ``pairs`` and ``pooled`` (:func:`webapp.experiments.seed_pairs.seed_pair_result`:
+    each other arm − the baseline per pair, and pooled over the pairs with the two-level interval)."""
+    spec = ExperimentSpec.from_json(experiment.spec)
+    links = _links(experiment)
+    result: dict[str, Any] = {
+        "rows": _table_rows(spec, links),
+        "differences": _differences(spec, links),
         "resamples": spec.resamples,
         "confidence": DEFAULT_CONFIDENCE,
         "judge": spec.judge.label,
@@ -147,11 +172,22 @@ def experiment_result(*, experiment: Experiment) -> dict[str, Any]:
             {"name": arm.name, "method": arm.method, "params": arm.params} for arm in spec.ordered_arms()
         ],
     }
+    if spec.seeds > 1:
+        from webapp.experiments.seed_pairs import seed_pair_result
+
+        trained = {
+            (arm.name, seed): run
+            for arm in spec.arms
+            for seed in spec.seed_list
+            if (run := _finished_run(links, _trained(arm, seed))) is not None
+        }
+        result.update(seeds=list(spec.seed_list), **seed_pair_result(spec, trained))
+    return result
 
 
 def experiment_compare_query(*, experiment: Experiment) -> str:
     """The compare page's query of the experiment's evaluations: A = the trained baseline arm, B = the first other
-    trained arm (or the baseline's start), every evaluation in ``runs``."""
+    trained arm (or the baseline's start), of the first seed pair; every evaluation in ``runs``."""
     spec = ExperimentSpec.from_json(experiment.spec)
     links = _links(experiment)
     evals = [
@@ -162,9 +198,11 @@ def experiment_compare_query(*, experiment: Experiment) -> str:
     if len(evals) < 2:
         return ""
     baseline = spec.arm(spec.baseline)
-    base = links.get(_trained(baseline))
-    other = next((links[_trained(arm)] for arm in spec.others if _trained(arm) in links), None)
-    start = links.get(_start(baseline.method))
+    base = links.get(_trained(baseline, spec.seed))
+    other = next(
+        (links[_trained(arm, spec.seed)] for arm in spec.others if _trained(arm, spec.seed) in links), None
+    )
+    start = links.get(_start(spec, baseline.method))
     a = base.run_id if base is not None else evals[0]
     b = (
         other.run_id

@@ -2,7 +2,7 @@
 :mod:`webapp.experiments.inputs`, the process executing it is tracked by :mod:`webapp.experiments.processes`).
 
 Execution is a fixed list of stages (:func:`experiment_stages`): the start model evaluated in every method's
-format, then per method (the baseline first) a training run and the evaluation of the model it saved. Each stage is
+format, then per seed pair and per arm (the baseline first) a training run and the evaluation of the model it saved. Each stage is
 an ordinary run made by the project's own services — a train run supervised by ``webapp.training.supervisor``
 (``python -m trainer.train CONFIG`` as a subprocess, metrics and samples ingested; or, with the spec's executor
 ``ray``, a Ray job the supervisor submits and follows), an eval run executed by ``webapp.evaluation.services`` in
@@ -10,8 +10,9 @@ this process — linked to the experiment by an :class:`ExperimentRun` row.
 
 Resuming is executing again: a stage whose run finished is reused; a stage whose run did not finish (the process
 was killed, the trainer crashed) gets a new run, the old one is marked crashed (its orphaned trainer, if still
-alive on this machine, is killed first). Every method trains from the same start model with the same questions in
-the same order and the same seed (the trainer seeds torch, the data order and sampling from ``training.seed``).
+alive on this machine, is killed first). Every arm trains from the same start model with the same questions; the
+arms of a seed pair with the same seed, so in the same order (the trainer seeds torch, the data order and sampling
+from ``training.seed``).
 """
 
 from __future__ import annotations
@@ -77,9 +78,9 @@ def experiment_create(
         if not model.objects.filter(pk=pk).exists():
             raise ExperimentConfigError(field, f"no {model.__name__.lower()} {pk}")
     training_config_check(spec)
+    seeds = f"seeds {spec.seed}–{spec.seed_list[-1]}" if spec.seeds > 1 else f"seed {spec.seed}"
     experiment = Experiment.objects.create(
-        name=name
-        or f"{' vs '.join(a.name for a in spec.ordered_arms())} · {spec.steps} steps · seed {spec.seed}",
+        name=name or f"{' vs '.join(a.name for a in spec.ordered_arms())} · {spec.steps} steps · {seeds}",
         spec=spec.to_json(),
         created_by=user,
     )
@@ -115,27 +116,39 @@ class Stage(NamedTuple):
     role: str
     method: str
     arm: str  # "" for the start model's evaluation, which every arm of the method shares
+    seed: (
+        int  # the seed pair's (training.seed); the first seed for the screen and the start model's evaluation
+    )
+    paired: bool = False  # the experiment has several seed pairs: the label names the seed
 
     @property
     def label(self) -> str:
-        return f"{self.role} {self.arm or self.method}"
+        seed = f" · seed {self.seed}" if self.paired and self.role in _PER_SEED else ""
+        return f"{self.role} {self.arm or self.method}{seed}"
+
+
+_PER_SEED = (ExperimentRun.Role.TRAIN.value, ExperimentRun.Role.EVAL.value)
 
 
 def experiment_stages(spec: ExperimentSpec) -> list[Stage]:
     """In execution order: the screen's samples of the training questions (in the baseline arm's format), the start
-    model in every method's format (once per method, whatever its arms), then train → evaluate per arm, the
-    baseline first."""
+    model in every method's format (once per method, whatever its arms), then per seed pair train → evaluate per
+    arm, the baseline first."""
     baseline = spec.arm(spec.baseline)
+    paired = spec.seeds > 1
     stages = [
-        Stage(ExperimentRun.Role.SCREEN.value, baseline.method, f"sample-{i + 1}")
+        Stage(ExperimentRun.Role.SCREEN.value, baseline.method, f"sample-{i + 1}", spec.seed, paired)
         for i in range(spec.screen_samples)
     ]
-    stages += [Stage(ExperimentRun.Role.START_EVAL.value, method, "") for method in spec.methods]
-    for arm in spec.ordered_arms():
-        stages += [
-            Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name),
-            Stage(ExperimentRun.Role.EVAL.value, arm.method, arm.name),
-        ]
+    stages += [
+        Stage(ExperimentRun.Role.START_EVAL.value, method, "", spec.seed, paired) for method in spec.methods
+    ]
+    for seed in spec.seed_list:
+        for arm in spec.ordered_arms():
+            stages += [
+                Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name, seed, paired),
+                Stage(ExperimentRun.Role.EVAL.value, arm.method, arm.name, seed, paired),
+            ]
     return stages
 
 
@@ -156,14 +169,15 @@ def _start_model(experiment: Experiment, spec: ExperimentSpec) -> str:
     return str(folder)
 
 
-def _create_train_run(experiment: Experiment, spec: ExperimentSpec, arm: Arm, model: str) -> Run:
+def _create_train_run(experiment: Experiment, spec: ExperimentSpec, arm: Arm, model: str, seed: int) -> Run:
     """A pending train run made by the training app's own service, supervised here instead of by a Celery task, on
-    the spec's executor (a ``ray`` run is submitted as a Ray job by the supervisor)."""
+    the spec's executor (a ``ray`` run is submitted as a Ray job by the supervisor), trained with the seed pair's
+    seed."""
     index = Index.objects.get(pk=spec.index_id)
     return training_run_create(
         user=experiment.created_by,
-        name=f"exp{experiment.pk} train · {arm.name}",
-        config=training_config(spec, arm, model, index),
+        name=f"exp{experiment.pk} train · {arm.name}" + (f" · seed {seed}" if spec.seeds > 1 else ""),
+        config=training_config(spec, arm, model, index, seed=seed),
         dataset=training_dataset(experiment, spec),
         index=index,
         enqueue=False,
@@ -187,7 +201,7 @@ def trained_model_dir(run: Run) -> Path:
 def _link(experiment: Experiment, stage: Stage) -> ExperimentRun | None:
     return (
         ExperimentRun.objects.filter(
-            experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm
+            experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm, seed=stage.seed
         )
         .select_related("run")
         .first()
@@ -199,7 +213,7 @@ def stage_attach(experiment: Experiment, stage: Stage, position: int, run: Run) 
     """Link ``run`` to the experiment as ``stage`` (a restarted stage's link points at its new run)."""
     link = (
         ExperimentRun.objects.select_for_update()
-        .filter(experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm)
+        .filter(experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm, seed=stage.seed)
         .first()
     )
     if link is None:
@@ -208,6 +222,7 @@ def stage_attach(experiment: Experiment, stage: Stage, position: int, run: Run) 
             role=stage.role,
             method=stage.method,
             arm=stage.arm,
+            seed=stage.seed,
             position=position,
             run=run,
         )
@@ -255,16 +270,17 @@ def _run_stage(
 ) -> Run:
     if stage.role == ExperimentRun.Role.TRAIN:
         with transaction.atomic():
-            run = _create_train_run(experiment, spec, spec.arm(stage.arm), start_model)
+            run = _create_train_run(experiment, spec, spec.arm(stage.arm), start_model, stage.seed)
             stage_attach(experiment, stage, position, run)
         where = f" as a Ray job on {settings.RAY_ADDRESS}" if spec.executor == executors.RAY else ""
         experiment_log(
             experiment.pk,
-            f"training {stage.arm} from {start_model}{where}: run #{run.pk}, {spec.steps} steps",
+            f"training {stage.arm} (seed {stage.seed}) from {start_model}{where}: run #{run.pk}, "
+            f"{spec.steps} steps",
             say,
         )
         return _supervised(run)
-    start = Stage(ExperimentRun.Role.START_EVAL.value, stage.method, "")
+    start = Stage(ExperimentRun.Role.START_EVAL.value, stage.method, "", spec.seed)
     sample = 0
     if stage.role in (ExperimentRun.Role.SCREEN, ExperimentRun.Role.START_EVAL):
         sample = int(stage.arm.rsplit("-", 1)[-1]) if stage.role == ExperimentRun.Role.SCREEN else 0
@@ -272,16 +288,19 @@ def _run_stage(
         label = f"screen {sample}" if sample else "start"
     else:
         arm = spec.arm(stage.arm)
-        train = _link(experiment, Stage(ExperimentRun.Role.TRAIN.value, arm.method, arm.name))
+        train = _link(experiment, stage._replace(role=ExperimentRun.Role.TRAIN.value))
         assert train is not None  # its stage came first
         model, label = str(trained_model_dir(train.run)), "trained"
-        # The baseline arm's trained model is compared with its start, every other arm with the trained baseline.
+        if spec.seeds > 1:
+            label += f" seed {stage.seed}"
+        # The baseline arm's trained model is compared with its start, every other arm with the trained baseline
+        # of its seed pair.
         baseline = spec.arm(spec.baseline)
         base = _link(
             experiment,
             start
             if arm.name == baseline.name
-            else Stage(ExperimentRun.Role.EVAL.value, baseline.method, baseline.name),
+            else Stage(ExperimentRun.Role.EVAL.value, baseline.method, baseline.name, stage.seed),
         )
         base_run_id = base.run_id if base is not None else None
     with transaction.atomic():

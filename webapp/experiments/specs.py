@@ -161,6 +161,22 @@ def parse_arm(text: str) -> Arm:
     return Arm(name=name.strip() or method, method=method, params=params)
 
 
+# The number of seed pairs, declared once: ExperimentSpec.seeds, the form's field and the command's --seeds.
+SEEDS_OPTION: dict[str, Any] = {
+    "label": "seed pairs",
+    "min": 1,
+    "max": 10,
+    "help": "Train every arm once per seed (training.seed, +1, ...), the arms of a pair with the same seed; the "
+    "result pools the pairs' arm − baseline differences with a two-level bootstrap (seed pairs, then questions).",
+}
+
+
+def spec_option(name: str) -> tuple[Any, dict[str, Any]]:
+    """An ExperimentSpec field's default and its declared label, range and help (for the form and the command)."""
+    declared = next(f for f in fields(ExperimentSpec) if f.name == name)
+    return declared.default, dict(declared.metadata)
+
+
 @dataclass(frozen=True, slots=True)
 class ExperimentSpec:
     arms: tuple[Arm, ...]
@@ -190,6 +206,10 @@ class ExperimentSpec:
     # experiment's worker, or ``ray``, a job on the cluster at settings.RAY_ADDRESS. Evaluations run in the
     # experiment's worker either way. Stored specs from before it load as ``local``.
     executor: str = Placement.LOCAL.value
+    # Seed pairs (issue 35): every arm is trained once per seed k = training.seed + i (i < seeds), the arms of a pair
+    # with the same seed (same start, questions and order: they differ only in their reward weights); the result
+    # pools the pairs' differences with a two-level bootstrap (scoring.seed_bootstrap). Stored specs load as 1.
+    seeds: int = field(default=1, metadata=SEEDS_OPTION)
 
     def run_values(self) -> dict[str, Any]:
         return merge(RUN_DEFAULTS, self.run)
@@ -204,6 +224,11 @@ class ExperimentSpec:
     @property
     def seed(self) -> int:
         return int(self.knob("training.seed"))
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        """The seed pairs' seeds: training.seed, training.seed + 1, ... (one per pair)."""
+        return tuple(range(self.seed, self.seed + self.seeds))
 
     @property
     def screen_range(self) -> tuple[int, int]:
@@ -315,6 +340,9 @@ def experiment_spec_check(spec: ExperimentSpec) -> None:
     unknown_knobs = [p for p in _leaves(spec.run) if p not in KNOBS]
     if unknown_knobs:
         raise ExperimentConfigError("run", f"{unknown_knobs[0]} is not an experiment setting")
+    low_seeds, high_seeds = SEEDS_OPTION["min"], SEEDS_OPTION["max"]
+    if not isinstance(spec.seeds, int) or not low_seeds <= spec.seeds <= high_seeds:
+        raise ExperimentConfigError("seeds", f"{low_seeds} to {high_seeds} seed pairs, got {spec.seeds!r}")
     if spec.seed < 0:
         raise ExperimentConfigError(
             "seed", "at least 0"

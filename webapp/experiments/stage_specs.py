@@ -24,14 +24,17 @@ from webapp.runs.models import Run
 from webapp.training.config import run_config
 
 
-def training_config(spec: ExperimentSpec, arm: Arm, model: str, index: Index) -> RunConfig:
+def training_config(
+    spec: ExperimentSpec, arm: Arm, model: str, index: Index, *, seed: int | None = None
+) -> RunConfig:
     """One arm's trainer config: its method and reward weights, the experiment's knobs, the agent rollout on its
-    index with its judge, every other setting the trainer's default. Raises ConfigError (trainer.config's and
-    scoring's rules)."""
+    index with its judge, every other setting the trainer's default; ``seed`` (a seed pair's, default the spec's
+    first) as training.seed. Raises ConfigError (trainer.config's and scoring's rules)."""
     option = spec.judge.rollout_option()
     values = merge(
         spec.run_values(),
         {
+            "training": {"seed": spec.seed if seed is None else seed},
             "method": arm.method,
             "algorithm": spec.algorithm,
             "model": {"path": model},
