@@ -192,6 +192,7 @@ class RunConfig:
         minimum_zero: tuple[tuple[str, float], ...] = (
             ("training.save_steps", t.save_steps),
             ("training.dynamic_sampling_max_draws", t.dynamic_sampling_max_draws),
+            ("training.dynamic_sampling_spare_groups", t.dynamic_sampling_spare_groups),
             ("training.save_total_limit", t.save_total_limit),
             ("data.limit", self.data.limit),
             ("model.torch_threads", self.model.torch_threads),

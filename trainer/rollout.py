@@ -166,19 +166,19 @@ def make_rollout_func(
             if not isinstance(prompt, str):
                 raise TypeError("search rollouts take text prompts; render chat templates inside the rollout")
             requests.append(RolloutRequest(prompt=prompt, row=by_prompt.get(prompt, {}), index=index))
-        results = run_rollout(rollout, requests, trainer.model)
-        if sampler is None:
-            return rollout_columns(results)
-        # DAPO fills training batches; an evaluation scores what it drew
-        if getattr(trainer.model, "training", False):
-            requests, results = sampler.fill(
+        # DAPO fills training batches (its spare groups ride in this call); an evaluation scores what it drew
+        if sampler is not None and getattr(trainer.model, "training", False):
+            requests, results = sampler.sample(
                 requests,
-                results,
                 rollout,
                 trainer.model,
                 state=trainer.state,
                 stream=int(trainer.accelerator.process_index),
             )
+        else:
+            results = run_rollout(rollout, requests, trainer.model)
+        if sampler is None:
+            return rollout_columns(results)
         return {**rollout_columns(results), **row_columns(requests)}
 
     return rollout_func

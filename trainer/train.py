@@ -355,6 +355,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
             rows,
             group_size=config.training.num_generations,
             max_draws=config.training.dynamic_sampling_max_draws,
+            spare_groups=config.training.dynamic_sampling_spare_groups,
             seed=config.training.seed,
             ledger=ledger,
             progress=progress,

@@ -95,19 +95,32 @@ def _batch(trainer: Any) -> list[dict[str, Any]]:
     return [dict(rows[q]) for q in range(2) for _ in range(trainer.num_generations)]
 
 
+@pytest.mark.parametrize("spares", [0, 1])
 def test_a_flat_group_is_replaced_and_scored_against_its_own_golds(
-    make_config: ConfigFactory, model: Any, tokenizer: Any, tmp_path: Path
+    make_config: ConfigFactory, model: Any, tokenizer: Any, tmp_path: Path, spares: int
 ) -> None:
     trainer, rollout = _trainer(
-        make_config, model, tokenizer, tmp_path, ("flat", "mixed", "berlin"), dynamic_sampling=True
+        make_config,
+        model,
+        tokenizer,
+        tmp_path,
+        ("flat", "mixed", "berlin"),
+        dynamic_sampling=True,
+        dynamic_sampling_spare_groups=spares,
     )
 
     output = trainer._generate_and_score_completions(_batch(trainer))
 
-    # One replacement round: the question not in the batch, in the flat group's place (indices 0 and 1).
-    assert len(rollout.calls) == 2
-    assert [(r.row["id"], r.index) for r in rollout.calls[1]] == [("berlin", 0), ("berlin", 1)]
-    assert "drawing 1 replacement group (dynamic sampling, round 1 of 2)" in rollout.details[1]
+    # The question not in the batch, in the flat group's place (indices 0 and 1): rolled out in a round of its own
+    # after the batch, or as a spare in the batch's own call (past the batch's places, then renumbered).
+    if spares:
+        assert len(rollout.calls) == 1
+        assert [(r.row["id"], r.index) for r in rollout.calls[0][4:]] == [("berlin", 4), ("berlin", 5)]
+        assert "with 1 spare group (dynamic sampling)" in rollout.details[0]
+    else:
+        assert len(rollout.calls) == 2
+        assert [(r.row["id"], r.index) for r in rollout.calls[1]] == [("berlin", 0), ("berlin", 1)]
+        assert "drawing 1 replacement group (dynamic sampling, round 1 of 2)" in rollout.details[1]
     # TRL's own reward call (recorded by the trainer's MethodReward) scored it against Berlin, not the flat Paris.
     scores = trainer.ledger.latest
     assert [s.row["id"] for s in scores] == ["berlin", "berlin", "mixed", "mixed"]
@@ -121,7 +134,8 @@ def test_a_flat_group_is_replaced_and_scored_against_its_own_golds(
     assert output["advantages"][0] > 0 > output["advantages"][1]
     metrics = trainer._metrics["train"]
     assert metrics["groups/spread_rate_before"] == [0.5]
-    assert metrics["groups/dynamic_draws"] == [1.0]
+    assert metrics["groups/dynamic_draws"] == [float(1 - spares)]
+    assert metrics["groups/spare_groups_used"] == [float(spares)]
     assert metrics["groups/spread_rate"] == [1.0]
 
 
@@ -213,7 +227,13 @@ def test_the_sampling_metrics_reach_metrics_jsonl(
     lines = (Path(trainer.args.output_dir) / METRICS_FILE).read_text().splitlines()
     keys = {row["key"]: row["value"] for row in map(json.loads, lines) if row["step"] == 1}
     assert "groups/spread_rate" in keys
-    sampling = {"groups/dynamic_draws", "groups/spread_rate_before"}
+    sampling = {
+        "groups/dynamic_draws",
+        "groups/spread_rate_before",
+        "groups/redraw_rounds",
+        "groups/spare_groups_used",
+        "groups/spare_groups_dropped",
+    }
     if dynamic_sampling:
         assert sampling <= set(keys)
         assert 0 <= keys["groups/spread_rate_before"] <= keys["groups/spread_rate"] <= 1
