@@ -12,7 +12,7 @@ OpenAI-compatible endpoint (:class:`OpenAIJudge`, ``openai.AsyncOpenAI``):
 * a reply that arrives but is not in the judge's format is NOT retried: it is returned, and the detector's
   scoring parser makes it ``UNPARSEABLE`` (at temperature 0 the same request gives the same reply);
 * a cache by content hash (:mod:`agent.cache`), and identical requests in flight at the same time share one call;
-* tokens and latency per call, summed per run in :class:`JudgeStats`.
+* tokens and latency per call, summed per run in :class:`JudgeStats` (:mod:`agent.judge_stats`).
 
 The API key is read from the environment variable whose NAME is configured, each time a client is built; it is
 never an attribute of these objects, never in their ``repr`` and never logged.
@@ -24,12 +24,24 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from agent.backend_openai import read_api_key
 from agent.backends import Message
 from agent.cache import CachedReply, JudgeCache, cache_key
+from agent.judge_stats import JUDGE_COST_KEYS, JudgeCostMeter, JudgeStats
+
+__all__ = [  # the cost accounting stays importable from here
+    "JUDGE_COST_KEYS",
+    "ChatJudge",
+    "JudgeCostMeter",
+    "JudgeEndpoint",
+    "JudgeReply",
+    "JudgeStats",
+    "OpenAIJudge",
+    "TransformersJudge",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,80 +70,6 @@ class JudgeReply:
     completion_tokens: int = 0
     attempts: int = 0
     cached: bool = False
-
-
-@dataclass(slots=True)
-class JudgeStats:
-    """Per-run totals. ``calls`` counts requests asked for (cache hits included), ``attempts`` HTTP attempts."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    attempts: int = 0
-    retries: int = 0
-    errors: int = 0
-    unparseable: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_seconds: float = 0.0
-    by_detector: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    def record_verdict(self, detector: str, outcome: str) -> None:
-        counts = self.by_detector.setdefault(detector, {})
-        counts[outcome] = counts.get(outcome, 0) + 1
-        if outcome == "unparseable":
-            self.unparseable += 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-JUDGE_COST_KEYS = ("judge/calls", "judge/errors", "judge/tokens_in", "judge/tokens_out", "judge/seconds")
-
-
-@dataclass(slots=True)
-class JudgeCostMeter:
-    """A training run's judge cost since its metrics were last written: each rollout batch's :class:`JudgeStats`
-    (one per LLM judge) is added, and :meth:`take` returns the sums as the metrics ``judge/calls`` (calls sent to
-    the judge: cache hits and shared in-flight requests left out), ``judge/errors`` (calls that failed after their
-    last retry), ``judge/tokens_in`` and ``judge/tokens_out`` (prompt and completion tokens the judge reported),
-    ``judge/seconds`` (summed latency of the calls, backoff sleeps included; concurrent calls overlap, so it can
-    exceed the step's wall time), then starts again from zero.
-
-    A batch judged without an LLM (the evidence heuristic, the lexical re-ask match) adds nothing, and
-    :meth:`take` returns no metrics until one does: a curve of zeros would say "free", not "no judge was called".
-    """
-
-    calls: int = 0
-    errors: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    seconds: float = 0.0
-    batches: int = 0
-
-    def add(self, stats: JudgeStats | dict[str, Any]) -> None:
-        """Add one batch's stats of one judge (a :class:`JudgeStats` or its ``as_dict()``)."""
-        values = stats.as_dict() if isinstance(stats, JudgeStats) else stats
-        self.calls += int(values.get("calls", 0)) - int(values.get("cache_hits", 0))
-        self.errors += int(values.get("errors", 0))
-        self.tokens_in += int(values.get("prompt_tokens", 0))
-        self.tokens_out += int(values.get("completion_tokens", 0))
-        self.seconds += float(values.get("latency_seconds", 0.0))
-        self.batches += 1
-
-    def take(self) -> dict[str, float]:
-        """The metrics since the last take (empty when no LLM judge was added), and a fresh start."""
-        if not self.batches:
-            return {}
-        found = dict(
-            zip(
-                JUDGE_COST_KEYS,
-                (self.calls, self.errors, self.tokens_in, self.tokens_out, self.seconds),
-                strict=True,
-            )
-        )
-        self.calls = self.errors = self.tokens_in = self.tokens_out = self.batches = 0
-        self.seconds = 0.0
-        return {key: float(value) for key, value in found.items()}
 
 
 class ChatJudge(Protocol):
