@@ -27,6 +27,7 @@ from webapp.experiments.specs import (
     knob_default,
     knob_name,
     parse_arm,
+    spec_option,
 )
 from webapp.runs.models import Method
 from webapp.training import executors
@@ -50,6 +51,7 @@ _KnobFields = type(
 )
 KNOB_FIELDS = tuple(knob_name(path) for path in KNOBS)
 BUDGETS = (*KNOB_FIELDS[:2], "algorithm", *KNOB_FIELDS[2:], "eval_batch_size", "eval_engine", "resamples")
+_SEEDS_DEFAULT, _SEEDS = spec_option("seeds")  # ExperimentSpec.seeds: its range and help
 
 
 class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
@@ -66,6 +68,14 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One arm a line: name=method:key=value,… — e.g. outcome=hiprag:lambda_p=0 and "
         "process=hiprag:lambda_p=0.4 (HiPRAG's Table 2: one format, two process weights).",
+    )
+    seeds = forms.IntegerField(
+        required=False,
+        min_value=_SEEDS["min"],
+        max_value=_SEEDS["max"],
+        initial=_SEEDS_DEFAULT,
+        label=_SEEDS["label"],
+        help_text=_SEEDS["help"],
     )
     baseline = forms.CharField(
         max_length=64,
@@ -150,11 +160,14 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
     def clean_eval_engine(self) -> str:
         return str(self.cleaned_data.get("eval_engine") or _D.eval_engine)
 
+    def clean_seeds(self) -> int:
+        return int(self.cleaned_data.get("seeds") or _SEEDS_DEFAULT)
+
     def clean_executor(self) -> str:
         return str(self.cleaned_data.get("executor") or _D.executor)
 
     fieldsets = (
-        ("Arms and start", ("name", "methods", "arms", "baseline", "model_path")),
+        ("Arms and start", ("name", "methods", "arms", "baseline", "seeds", "model_path")),
         (
             "Questions and index",
             (

@@ -36,6 +36,11 @@ def interval_cell(low: float | None, high: float | None, metric: str) -> str:
     return f"[{delta_cell(low, metric)}, {delta_cell(high, metric)}]"
 
 
+def pair_cell(d: Mapping[str, Any]) -> str:
+    """A difference and its interval in one cell: ``-1.2 [-3.4, +0.9]`` (rates in points)."""
+    return f"{delta_cell(d['difference'], d['metric'])} {interval_cell(d['low'], d['high'], d['metric'])}"
+
+
 def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in (header, *lines)) for i in range(len(header))]
 
@@ -83,4 +88,39 @@ def result_text(result: Mapping[str, Any]) -> str:
             for d in comparison["metrics"]
         ]
         out += _table(["Metric", "baseline", "arm", "diff", f"{confidence}% CI", "≠0"], lines)
+    out += seed_pair_text(result)
     return "\n".join(out)
+
+
+def seed_pair_text(result: Mapping[str, Any]) -> list[str]:
+    """With several seed pairs: per other arm, each pair's difference with its paired interval, then the pooled
+    one with its two-level interval and whether every pair has its sign."""
+    if not result.get("pooled"):
+        return []
+    metrics = list(result.get("pooled_metrics", []))
+    confidence = round(100 * float(result.get("confidence", 0.95)))
+    out = [
+        "",
+        f"Seed pairs: arm − baseline per pair (paired bootstrap {confidence}% CI) and pooled over the pairs "
+        f"(two-level bootstrap, seed pairs then questions; {result.get('resamples')} resamples; rates in "
+        "percentage points)",
+    ]
+    for pooled in result["pooled"]:
+        if pooled.get("error"):
+            out += [f"{pooled['label']}: {pooled['error']}"]
+            continue
+        lines = [
+            [f"seed {pair['seed']}", str(pair["n_questions"]), *(pair_cell(d) for d in pair["metrics"])]
+            for pair in result.get("pairs", [])
+            if pair["arm"] == pooled["arm"]
+        ]
+        lines.append(
+            [f"pooled ({pooled['n_pairs']} pairs)", str(pooled["n_questions"])]
+            + [pair_cell(d) + (" *" if d["excludes_zero"] else "") for d in pooled["metrics"]]
+        )
+        lines.append(
+            ["same sign in every pair", ""] + ["yes" if d["same_sign"] else "no" for d in pooled["metrics"]]
+        )
+        out += ["", pooled["label"]]
+        out += _table(["Seed pair", "N", *(TITLES[m] for m in metrics)], lines)
+    return out

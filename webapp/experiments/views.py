@@ -13,7 +13,7 @@ from webapp.evaluation.specs import EvaluationConfigError
 from webapp.experiments import inputs, selectors, services
 from webapp.experiments.forms import KNOB_FIELDS, ExperimentForm
 from webapp.experiments.models import Experiment
-from webapp.experiments.reporting import TITLES, delta_cell, interval_cell, value_cell
+from webapp.experiments.reporting import TITLES, delta_cell, interval_cell, pair_cell, value_cell
 from webapp.experiments.specs import IMPORTED_FROM, SCREEN_FIELDS, ExperimentConfigError, ExperimentSpec
 
 FIELD_FOR = {
@@ -53,6 +53,7 @@ def _spec(form: ExperimentForm) -> ExperimentSpec:
         eval_engine=data["eval_engine"],
         resamples=data["resamples"],
         executor=data["executor"],
+        seeds=data["seeds"],
     )
     services.training_config_check(spec)
     return spec
@@ -97,7 +98,35 @@ def _display(result: dict[str, Any]) -> dict[str, Any]:
         }
         for comparison in result.get("differences", [])
     ]
-    return {"titles": [TITLES[m] for m in metrics], "rows": rows, "differences": differences}
+    return {
+        "titles": [TITLES[m] for m in metrics],
+        "rows": rows,
+        "differences": differences,
+        "seed_pairs": _seed_pairs_display(result),
+    }
+
+
+def _seed_pairs_display(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per other arm (with several seed pairs): its pairs' rows and the pooled row, cells formatted as the
+    differences' (rates in percentage points)."""
+    shown = []
+    for pooled in result.get("pooled", []):
+        pairs = [
+            {**pair, "cells": [pair_cell(d) for d in pair["metrics"]]}
+            for pair in result.get("pairs", [])
+            if pair["arm"] == pooled["arm"]
+        ]
+        cells = [
+            {
+                "difference": pair_cell(d),
+                "means": f"{value_cell(d['baseline'], d['metric'])} → {value_cell(d['method'], d['metric'])}",
+                "excludes_zero": d["excludes_zero"],
+                "same_sign": d["same_sign"],
+            }
+            for d in pooled["metrics"]
+        ]
+        shown.append({**pooled, "pair_rows": pairs, "cells": cells})
+    return shown
 
 
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
@@ -105,8 +134,10 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     if experiment is None:
         raise Http404("No such experiment")
     spec = ExperimentSpec.from_json(experiment.spec)
+    result = experiment.result or {}
     context = {
         "experiment": experiment,
+        "seed_titles": [TITLES[m] for m in result.get("pooled_metrics", [])],
         "spec": spec,
         "links": selectors.experiment_links(experiment_id=experiment.pk),
         "stages": services.experiment_stages(spec),

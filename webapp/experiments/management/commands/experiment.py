@@ -36,6 +36,7 @@ from webapp.experiments.specs import (
     knob_default,
     knob_name,
     parse_arm,
+    spec_option,
 )
 from webapp.training import executors
 
@@ -57,7 +58,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 class Command(BaseCommand):
     help = (
         "Train every arm (--arm NAME=METHOD:KEY=VALUE; default an arm per method of search_r1,hiprag) from the "
-        "same start model with the same questions, data order and seed; evaluate the start model and every "
+        "same start model with the same questions, data order and seed (--seeds S: once per seed pair); evaluate the start model and every "
         "trained model on the same held-out questions; store it all as linked runs and print the papers' table "
         "with paired-bootstrap 95% intervals of each arm-minus-baseline and trained-minus-start difference. "
         "Resume a stopped experiment with --resume ID."
@@ -86,6 +87,14 @@ class Command(BaseCommand):
             default="",
             help=f"the arm differences are taken from (default {DEFAULT_BASELINE} when an arm has that name, else "
             "the first arm)",
+        )
+        seeds_default, seeds = spec_option("seeds")  # ExperimentSpec.seeds: its range and help
+        parser.add_argument(
+            "--seeds",
+            type=int,
+            default=seeds_default,
+            metavar="S",
+            help=f"{seeds['help']} ({seeds['min']} to {seeds['max']}; default %(default)s)",
         )
         parser.add_argument(
             "--model",
@@ -242,6 +251,7 @@ class Command(BaseCommand):
                 eval_engine=options["eval_engine"],
                 resamples=options["resamples"],
                 executor=options["executor"],
+                seeds=options["seeds"],
             )
             services.training_config_check(spec)
             return services.experiment_create(user=user, spec=spec, name=options["name"], enqueue=False)
