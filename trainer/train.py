@@ -21,130 +21,32 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.questions import (  # standard library only; re-exported: the web app, benches and tests import them here
+    DEMO_QUESTIONS,
+    load_rows,
+    load_validation_rows,
+    read_question_rows,
+)
+
 if TYPE_CHECKING:  # the config module is light, but main() imports it after listen_for_stop, on purpose
     from trainer.config import RunConfig
 
-DEMO_QUESTIONS = [
-    ("demo-1", "What is the capital of France?", ["Paris"]),
-    ("demo-2", "Which city is the French capital?", ["Paris"]),
-    ("demo-3", "Where is the Louvre?", ["Paris"]),
-    ("demo-4", "Which city hosts the Eiffel Tower?", ["Paris"]),
-    ("demo-5", "Where did the 1900 Summer Olympics take place?", ["Paris"]),
-    ("demo-6", "What is the largest city of France?", ["Paris"]),
-    ("demo-7", "Which city is on the Seine and is France's capital?", ["Paris"]),
-    ("demo-8", "Where is the Arc de Triomphe?", ["Paris"]),
+__all__ = [
+    "DEMO_QUESTIONS",
+    "build_trainer",
+    "load_rows",
+    "load_validation_rows",
+    "main",
+    "make_callbacks",
+    "make_rollout",
+    "make_validator",
+    "read_question_rows",
+    "resolve_checkpoint",
+    "run",
+    "use_trackers",
+    "use_vllm",
+    "vllm_dtype",
 ]
-
-
-def read_question_rows(path: str | Path) -> list[dict[str, Any]]:
-    """A FlashRAG JSONL file's question rows ({"id", "question", "golden_answers", "metadata"}), each with an ``id``
-    (its line number when it has none); a missing file or a bad line is a ConfigError on ``data.path`` naming both."""
-    from trainer.config import ConfigError
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("data.path", f"{path} does not exist")
-    rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise TypeError("not a JSON object")
-                missing = [key for key in ("question", "golden_answers") if key not in row]
-                if missing:
-                    raise KeyError(missing[0])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ConfigError(
-                    "data.path", f"{path}:{number}: not a FlashRAG question row ({exc})"
-                ) from None
-            row.setdefault("id", str(number))
-            rows.append(row)
-    return rows
-
-
-def _question_rows(path: str) -> list[dict[str, Any]]:
-    """The questions of a FlashRAG JSONL file (empty path: the built-in demo questions), before any template."""
-    if not path:
-        return [{"id": i, "question": q, "golden_answers": g} for i, q, g in DEMO_QUESTIONS]
-    raw: list[dict[str, Any]] = []
-    for item in read_question_rows(path):
-        golds = item["golden_answers"]
-        found = item.get("metadata")
-        metadata: dict[str, Any] = found if isinstance(found, dict) else {}
-        raw.append(
-            {
-                "id": str(item["id"]),
-                "question": item["question"],
-                "golden_answers": [golds] if isinstance(golds, str) else list(golds),
-                "dataset": str(metadata.get("data_source") or item.get("data_source") or Path(path).stem),
-                "supporting_titles": [str(t) for t in metadata.get("supporting_titles") or ()],
-            }
-        )
-    return raw
-
-
-def _held_out(config: RunConfig) -> int:
-    """How many questions at the end of the training data are validation's (validation on, without its own file)."""
-    v = config.validation
-    return v.questions if v.every_steps and not v.path else 0
-
-
-def _as_rows(config: RunConfig, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {
-            "prompt": config.data.prompt_template.format(question=r["question"]),
-            "question": r["question"],
-            "golden_answers": r["golden_answers"],
-            "id": str(r["id"]),
-            "dataset": r.get("dataset", "demo"),
-            "supporting_titles": r.get("supporting_titles", []),
-        }
-        for r in raw
-    ]
-
-
-def load_rows(config: RunConfig) -> list[dict[str, Any]]:
-    """Dataset rows: ``prompt`` (from the template), ``question``, ``golden_answers``, ``id``, ``dataset``. With
-    validation on and no ``validation.path``, the last ``validation.questions`` questions are left out (held out)."""
-    from trainer.config import ConfigError
-
-    raw = _question_rows(config.data.path)
-    held_out = _held_out(config)
-    if held_out:
-        if held_out >= len(raw):
-            raise ConfigError(
-                "validation.questions",
-                f"holds out {held_out} of the training data's {len(raw)} questions, leaving none to train on: "
-                "lower it or set validation.path",
-            )
-        raw = raw[:-held_out]
-    if config.data.limit:
-        raw = raw[: config.data.limit]
-    if not raw:
-        raise ConfigError("data.path", "holds no questions")
-    return _as_rows(config, raw)
-
-
-def load_validation_rows(config: RunConfig) -> list[dict[str, Any]]:
-    """The held-out questions: the first ``validation.questions`` of ``validation.path``, or the last ones of the
-    training data (:func:`load_rows` leaves those out). Empty when validation is off."""
-    from trainer.config import ConfigError
-
-    v = config.validation
-    if not v.every_steps:
-        return []
-    if v.path:
-        try:
-            raw = _question_rows(v.path)[: v.questions]
-        except ConfigError as exc:  # read_question_rows names data.path; this file is validation's
-            raise ConfigError("validation.path", str(exc).split(": ", 1)[-1]) from None
-        if not raw:
-            raise ConfigError("validation.path", f"{v.path} holds no questions")
-        return _as_rows(config, raw)
-    return _as_rows(config, _question_rows(config.data.path)[-v.questions :])
 
 
 def make_rollout(config: RunConfig, model: Any, tokenizer: Any) -> Any:
@@ -271,7 +173,7 @@ def make_validator(config: RunConfig, rollout: Any, tokenizer: Any) -> Any:
     def validate(policy: Any) -> dict[str, float]:
         from agent.backend_transformers import TransformersBackend
         from agent.evaluate import Judges, evaluate_sync
-        from trainer.callbacks import validation_metrics
+        from trainer.metric_rows import validation_metrics
 
         was_training = policy.training
         backend = TransformersBackend(policy, tokenizer, threads=None)
@@ -313,6 +215,36 @@ def use_trackers(config: RunConfig, args: Any) -> Any:
     )
 
 
+def make_callbacks(config: RunConfig, ledger: Any, rollout: Any, tokenizer: Any, progress: Any) -> list[Any]:
+    """The run's callbacks, the metrics writer first: the heartbeat's steps, the stops the config asks for (time
+    budget, stop file), then validation (after the stops: a step they end is validated as the last)."""
+    from trainer.callbacks import (
+        MetricsCallback,
+        ProgressCallback,
+        StopFileCallback,
+        TimeBudgetCallback,
+        ValidationCallback,
+    )
+
+    metrics = MetricsCallback(
+        ledger,
+        config.output_dir,
+        sample_every=config.logging.sample_every,
+        samples_per_log=config.logging.samples_per_log,
+        publish=bool(config.trackers),
+        judge_cost=getattr(rollout, "judge_cost", None),  # the agent rollout's judge calls, tokens (judge/*)
+    )
+    callbacks: list[Any] = [metrics, ProgressCallback(progress)]
+    if config.training.max_seconds > 0:
+        callbacks.append(TimeBudgetCallback(config.training.max_seconds))
+    if config.training.stop_file:
+        callbacks.append(StopFileCallback(config.training.stop_file))
+    if config.validation.every_steps:
+        validate = make_validator(config, rollout, tokenizer)
+        callbacks.append(ValidationCallback(validate, config.validation.every_steps, metrics, progress))
+    return callbacks
+
+
 def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None, rollout: Any = None) -> Any:
     """Everything ``run`` trains with, without training (tests and the benchmark reuse it)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -321,13 +253,6 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
     from datasets import Dataset  # type: ignore[import-untyped]
 
     from trainer.algorithms import SearchGRPOTrainer, SearchPPOTrainer, grpo_args
-    from trainer.callbacks import (
-        MetricsCallback,
-        ProgressCallback,
-        StopFileCallback,
-        TimeBudgetCallback,
-        ValidationCallback,
-    )
     from trainer.dynamic_sampling import DynamicSampler, reward_scorer
     from trainer.models import freeze_lower_layers, load_policy, lora_config
     from trainer.progress import ProgressReporter
@@ -360,23 +285,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
             ledger=ledger,
             progress=progress,
         )
-    metrics = MetricsCallback(
-        ledger,
-        config.output_dir,
-        sample_every=config.logging.sample_every,
-        samples_per_log=config.logging.samples_per_log,
-        publish=bool(config.trackers),
-        judge_cost=getattr(rollout, "judge_cost", None),  # the agent rollout's judge calls, tokens (judge/*)
-    )
-    validation = (
-        [
-            ValidationCallback(
-                make_validator(config, rollout, tokenizer), config.validation.every_steps, metrics, progress
-            )
-        ]
-        if config.validation.every_steps
-        else []
-    )
+    callbacks = make_callbacks(config, ledger, rollout, tokenizer, progress)
     common: dict[str, Any] = {
         "model": model,
         "reward_funcs": [reward],
@@ -385,13 +294,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
         "processing_class": tokenizer,
         "rollout_func": make_rollout_func(rollout, rows, sampler),
         "peft_config": lora_config(config.model),
-        "callbacks": [
-            metrics,
-            ProgressCallback(progress),
-            *([TimeBudgetCallback(config.training.max_seconds)] if config.training.max_seconds > 0 else []),
-            *([StopFileCallback(config.training.stop_file)] if config.training.stop_file else []),
-            *validation,  # after the stop callbacks: a step they end is validated as the last
-        ],
+        "callbacks": callbacks,
         "ledger": ledger,
         "method": config.method,
         "token_level": config.reward.token_level,
@@ -407,8 +310,8 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
         rollout.trainer = trainer  # the vLLM engine lives on the trainer (rollout.engine = "vllm")
     if config.trackers:
         # searchlab's metrics join TRL's logs before the trackers' callbacks read them (MetricsCallback.publish)
-        callbacks = trainer.callback_handler.callbacks
-        callbacks.insert(0, callbacks.pop(callbacks.index(metrics)))
+        handler = trainer.callback_handler.callbacks
+        handler.insert(0, handler.pop(handler.index(callbacks[0])))
     return trainer
 
 
