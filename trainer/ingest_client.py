@@ -21,17 +21,28 @@ import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainer.ingest_http import INGEST_PATH, IngestRejected, Sender, ServerError, post_batch
 from trainer.output_tailer import EXTRA_KEYS, Batch, batch_rows, split_batch
+
+__all__ = [  # the HTTP names stay importable from here (trainer.report_client, tests)
+    "DEAD_LETTER_SUFFIX",
+    "INGEST_PATH",
+    "MAX_DEPTH",
+    "POISON_TRIES",
+    "TOKEN_ENV",
+    "IngestRejected",
+    "ReportClient",
+    "Sender",
+    "ServerError",
+    "json_safe",
+]
 
 logger = logging.getLogger(__name__)
 
-INGEST_PATH = "/api/v1/runs/{run_id}/ingest/"
 TOKEN_ENV = "SEARCHLAB_RUN_TOKEN"
 MAX_DEPTH = 64  # JSON nesting a row may have
 DEAD_LETTER_SUFFIX = ".dead-letter.jsonl"  # beside the spool folder: <spool>.dead-letter.jsonl
@@ -53,28 +64,6 @@ def json_safe(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v, depth + 1) for v in value]
     return value
-
-
-class IngestRejected(Exception):
-    """searchlab answered 4xx (other than 408/429): the batch is malformed, the token is expired or revoked (401)
-    or the run has ended (409); retrying the same request would be answered the same, so it is never retried."""
-
-    def __init__(self, message: str, *, status: int = 0, answer: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.answer: Mapping[str, Any] = answer or {}
-
-
-class ServerError(OSError):
-    """searchlab answered 5xx, 408 or 429: retried; a batch answered 500 while the batches behind it are stored is
-    a batch searchlab cannot take, and goes to the dead-letter file after POISON_TRIES flushes."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-Sender = Callable[[Batch], Mapping[str, Any] | None]
 
 
 def _jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -396,33 +385,4 @@ class ReportClient:
         return None
 
     def _post(self, batch: Batch) -> Mapping[str, Any] | None:
-        body = json.dumps(batch, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        request = urllib.request.Request(
-            self.endpoint,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                data = response.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()[:5000].decode("utf-8", errors="replace")
-            if exc.code in (408, 429) or exc.code >= 500:
-                raise ServerError(f"HTTP {exc.code}: {raw[:500]}", status=exc.code) from None
-            try:
-                answer = json.loads(raw)
-            except ValueError:
-                answer = {}
-            detail = answer.get("detail", raw[:500]) if isinstance(answer, dict) else raw[:500]
-            raise IngestRejected(
-                f"HTTP {exc.code}: {detail}",
-                status=exc.code,
-                answer=answer if isinstance(answer, dict) else {},
-            ) from None
-        # URLError, ConnectionError and socket timeouts are OSErrors: retried, then spooled.
-        try:
-            answer = json.loads(data)
-        except ValueError:
-            return None
-        return answer if isinstance(answer, dict) else None
+        return post_batch(self.endpoint, self.token, batch, timeout=self.timeout)
