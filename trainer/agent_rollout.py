@@ -16,7 +16,9 @@ prompt, a tag or a judge. ``rollout.options``:
   ``"reask": "policy" | "endpoint"`` to judge that match with Fig. 5's prompt (and, with ``"endpoint"``, to re-ask
   the endpoint's model). Without a judge, HiPRAG's bonus, TIRESRAG's sufficiency/thinking and
   Search-P1's evaluator are missing, and the reward adapter gives those samples no advantage (never a silent "no").
-* ``max_turns``, ``max_new_tokens``, ``max_obs_tokens``, ``topk`` — override the config's budgets (older configs).
+* a budget under :class:`agent.rollout.RolloutConfig`'s name (``max_turns``, ``max_new_tokens``,
+  ``max_rollout_tokens``, ``max_obs_tokens``, ``topk``: :data:`agent.budgets.BUDGET_BY_ROLLOUT_NAME`) — overrides
+  the config's budget (older configs), checked against the range :class:`agent.budgets.RolloutBudgets` declares.
 
 ``rollout.engine`` picks what generates: ``transformers`` (the policy module in this process) or ``vllm`` — the
 trainer's own vLLM engine (TRL's ``use_vllm``; :func:`trainer.train.build_trainer` hands this object the trainer),
@@ -39,17 +41,35 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.budgets import BUDGET_BY_ROLLOUT_NAME, BudgetError, check_budget
 from agent.judge_client import JudgeCostMeter
-from trainer.config import RunConfig
+from trainer.config import ConfigError, RunConfig
 from trainer.rollout import Rollout, RolloutRequest, Segment
 
-_ROLLOUT_OVERRIDES = ("max_turns", "max_new_tokens", "max_obs_tokens", "topk")
 POLICY_JUDGE_TOKENS = 48
 
 
-def _searcher(options: Mapping[str, Any]) -> Any:
-    from trainer.config import ConfigError
+def option_budgets(options: Mapping[str, Any]) -> dict[str, int]:
+    """The budgets ``rollout.options`` sets, by :class:`agent.rollout.RolloutConfig`'s names (every budget
+    :class:`agent.budgets.RolloutBudgets` declares), each an integer in its declared range, else
+    :class:`~trainer.config.ConfigError` naming ``rollout.options.<name>``."""
+    found: dict[str, int] = {}
+    for name, budget_name in BUDGET_BY_ROLLOUT_NAME.items():
+        if name not in options:
+            continue
+        value = options[name]
+        field_name = f"rollout.options.{name}"
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(field_name, f"must be an integer, got {value!r}")
+        try:
+            check_budget(budget_name, value, field_name=field_name)
+        except BudgetError as exc:
+            raise ConfigError(exc.field, exc.message) from None
+        found[name] = value
+    return found
 
+
+def _searcher(options: Mapping[str, Any]) -> Any:
     if options.get("index"):
         from retrieval.api import searcher_for_index
 
@@ -87,7 +107,7 @@ class AgentRollout:
         self.progress: Any = None  # a trainer.progress.ProgressReporter, set by trainer.train.build_trainer
         # Each batch's judge calls, errors, tokens and seconds, until the metrics callback takes them (judge/*).
         self.judge_cost = JudgeCostMeter()
-        overrides = {**(budgets or {}), **{k: options[k] for k in _ROLLOUT_OVERRIDES if k in options}}
+        overrides: dict[str, Any] = {**(budgets or {}), **option_budgets(options)}
         # Training samples at the run's training.temperature, the one TRL scales the policy's logits by when it
         # recomputes their log-probs (else the method's paper's, else 1), unlike evaluation's greedy.
         base = PAPER_CONFIGS[method]

@@ -11,25 +11,52 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from agent.judge_spec import JudgeKind, JudgeSpec, JudgeSpecError, build_judges, rollout_option_check
 from scoring.trajectory import Trajectory
 
+# An endpoint's settings a reward function's judge may set: JudgeSpec's, less what only forms and rollouts store.
+_ENDPOINT_SETTINGS = {f.name for f in fields(JudgeSpec)} - {"kind", "answer_judge", "regenerator"}
 _PLANS: Any = None  # Search-P1's reference plans, one per question for the life of the process (Algorithm 1)
 
 
-def make_judge(spec: Any) -> Any:
-    """``evidence`` / None → no LLM judge; a mapping → an OpenAI-compatible judge by URL; a ChatJudge as is."""
-    if spec is None or spec in ("", "evidence", "none"):
-        return None
-    if isinstance(spec, str):
-        spec = json.loads(spec)
-    if isinstance(spec, Mapping):
-        from agent.judge_client import JudgeEndpoint, OpenAIJudge
+# The judge kinds a reward function can run: veRL's reward workers have no policy, so neither the policy judging
+# itself nor HiPRAG's re-ask test (the policy re-asked each query) is one of them.
+VERL_KINDS = (JudgeKind.NONE, JudgeKind.EVIDENCE, JudgeKind.OPENAI)
 
-        return OpenAIJudge(JudgeEndpoint(**dict(spec)))
-    return spec
+
+def make_judge(option: Any) -> Any:
+    """veRL's ``reward_kwargs.judge`` as the LLM judge its reward calls, built by :func:`agent.judge_spec.build_judges`
+    from the :class:`~agent.judge_spec.JudgeSpec` it names: None, ``"none"`` or ``"evidence"`` → no LLM judge (the
+    detectors' verdicts come from the evidence heuristic); a mapping of the endpoint's fields (``base_url``,
+    ``model``, ``api_key_env``, ``timeout``, …), or that mapping as a JSON string → an OpenAI-compatible judge; a
+    ChatJudge built by the caller as is. Raises :class:`~agent.judge_spec.JudgeSpecError` naming the setting at
+    fault (``judge.<field>``)."""
+    if option is not None and not isinstance(option, str | Mapping):
+        return option
+    if isinstance(option, str) and option.lstrip().startswith("{"):
+        try:
+            option = json.loads(option)
+        except json.JSONDecodeError as exc:
+            raise JudgeSpecError("judge", f"not a JSON object: {exc}") from None
+    if isinstance(option, Mapping):
+        unknown = sorted(set(map(str, option)) - _ENDPOINT_SETTINGS)
+        if unknown:
+            raise JudgeSpecError(
+                f"judge.{unknown[0]}", f"unknown; expected one of {', '.join(sorted(_ENDPOINT_SETTINGS))}"
+            )
+    try:
+        spec = rollout_option_check(option or None)
+    except JudgeSpecError as exc:
+        raise JudgeSpecError(f"judge.{exc.field}", exc.message) from None
+    if spec.kind not in VERL_KINDS:
+        raise JudgeSpecError(
+            "judge.kind",
+            f"{', '.join(VERL_KINDS)} or an endpoint's table, got {spec.kind!r}: a reward function has no policy",
+        )
+    return build_judges(spec, None).judge
 
 
 def _keep(verdicts: Verdicts, results: Sequence[Any]) -> None:

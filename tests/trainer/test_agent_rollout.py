@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agent.budgets import BUDGET_BY_ROLLOUT_NAME
 from tests.agent.conftest import PASSAGES, KeywordSearcher
 from tests.trainer.conftest import ConfigFactory
-from trainer.agent_rollout import AgentRollout
+from trainer.agent_rollout import AgentRollout, option_budgets
 from trainer.callbacks import METRICS_FILE
+from trainer.config import ConfigError
 from trainer.train import build_trainer
 
 
@@ -132,3 +136,26 @@ def test_rollouts_sample_at_the_runs_training_temperature(
     assert (
         AgentRollout("hiprag", None, None, {}).config.temperature == 1.0
     )  # no run temperature: the paper's, or 1
+
+
+def test_rollout_options_override_every_declared_budget_under_its_rollout_name() -> None:
+    options = {"index": "/an/index", **{name: 2 for name in BUDGET_BY_ROLLOUT_NAME}}
+    assert option_budgets(options) == dict.fromkeys(BUDGET_BY_ROLLOUT_NAME, 2)
+    config = AgentRollout("search_r1", None, None, options, budgets={"max_turns": 5, "topk": 4}).config
+    assert (config.max_turns, config.max_new_tokens, config.max_rollout_tokens, config.topk) == (2, 2, 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topk": 0}, r"^rollout\.options\.topk: must be ≥ 1, got 0$"),
+        ({"max_turns": 51}, r"^rollout\.options\.max_turns: must be ≤ 50, got 51$"),
+        ({"max_new_tokens": "64"}, r"^rollout\.options\.max_new_tokens: must be an integer, got '64'$"),
+        ({"max_obs_tokens": True}, r"^rollout\.options\.max_obs_tokens: must be an integer, got True$"),
+    ],
+)
+def test_a_budget_option_outside_its_declared_range_is_refused_by_name(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        AgentRollout("search_r1", None, None, options)
