@@ -276,3 +276,64 @@ def test_the_migration_gives_stored_links_their_specs_seed(make_spec: Any) -> No
     # The stages it would execute find the stored links (reused on resume).
     found = [services._link(old, stage) for stage in services.experiment_stages(loaded)]
     assert [link.run_id if link else None for link in found] == [run.pk, None, None, run.pk, None, None]
+
+
+def test_a_resumed_experiment_reruns_only_the_unfinished_stage_of_its_seed_pair(make_spec: Any) -> None:
+    spec = make_spec(arms=ARMS, baseline="outcome", seeds=2)
+    experiment = services.experiment_execute(
+        experiment_id=services.experiment_create(user=None, spec=spec, enqueue=False).pk
+    )
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error
+    stopped = experiment.links.get(role="eval", arm="process", seed=1)
+    Run.objects.filter(pk=stopped.run_id).update(status=Run.Status.FAILED)
+    Experiment.objects.filter(pk=experiment.pk).update(status=Experiment.Status.FAILED)
+
+    experiment = services.experiment_execute(experiment_id=experiment.pk)
+
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error
+    attempts = {(link.role, link.arm, link.seed): link.attempts for link in experiment.links.all()}
+    assert attempts.pop(("eval", "process", 1)) == 2 and set(attempts.values()) == {1}
+    assert experiment.links.get(role="eval", arm="process", seed=1).run_id != stopped.run_id
+    assert experiment.result["pooled"][0]["n_pairs"] == 2
+
+
+def test_the_form_takes_seed_pairs(
+    researcher_client: Any,
+    make_spec: Any,
+    index: Any,
+    start_model: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from unittest import mock
+
+    spec = make_spec()
+    data = {
+        "arms": "outcome=search_r1:reward=outcome\nprocess=search_r1:reward=format",
+        "baseline": "outcome",
+        "seeds": 3,
+        "model_path": str(start_model),
+        "train_dataset": spec.train_dataset_id,
+        "train_split": "",
+        "train_limit": 2,
+        "eval_dataset": spec.eval_dataset_id,
+        "eval_split": "",
+        "eval_limit": 3,
+        "index": index.pk,
+        "judge": "evidence",
+        "steps": 1,
+        "algorithm": "grpo",
+        "num_generations": 2,
+        "batch_size": 2,
+        "eval_batch_size": 8,
+        "resamples": 100,
+    }
+    with (
+        mock.patch("webapp.experiments.tasks.experiment_run_task.delay"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = researcher_client.post("/experiments/", data)
+    assert response.status_code == 302, response.context["form"].errors
+    assert Experiment.objects.get().spec["seeds"] == 3
+
+    response = researcher_client.post("/experiments/", {**data, "seeds": 11})
+    assert response.status_code == 400 and response.context["form"].errors["seeds"]
