@@ -1,4 +1,4 @@
-"""bench/experiment3_analysis.py on synthetic per-seed evaluations whose answer is known (written to a temp dir)."""
+"""bench/experiment3_analysis.py on a synthetic experiment spool whose answer is known (written to a temp dir)."""
 
 from __future__ import annotations
 
@@ -55,33 +55,50 @@ def write_arm(
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def seed_folder(
-    root: Path, label: str, rng: random.Random, *, steps: int, effect: float, **process: Any
+def experiment_spool(
+    root: Path, rng: random.Random, effects: list[float], *, steps: int, **process: Any
 ) -> Path:
-    folder = root / label
-    for arm, searches in (("outcome", 2.5), ("process", 2.5 - effect)):
-        (folder / "runs" / arm).mkdir(parents=True)
-        metrics = "".join(
-            json.dumps({"step": s, "key": "reward", "value": 0.1}) + "\n" for s in range(1, steps + 1)
-        )
-        (folder / "runs" / arm / "metrics.jsonl").write_text(metrics, encoding="utf-8")
-        write_arm(
-            folder / f"eval_trained_{arm}.jsonl",
-            rng,
-            searches=searches,
-            p_correct=0.3,
-            **(process if arm == "process" else {}),
-        )
-    return folder
+    """An experiment spool as ``python -m trainer.jobs experiment --seeds N`` writes it: per seed the two arms'
+    training stages (run spools whose metrics reach ``steps``) and their finished evaluations."""
+    out = root / "out"
+    arms = [{"name": "outcome", "method": "hiprag", "params": {"lambda_p": 0.0}}]
+    arms.append({"name": "process", "method": "hiprag", "params": {"lambda_p": 0.4}})
+    manifest = {
+        "format": "searchlab-experiment-spool",
+        "version": 1,
+        "id": "x",
+        "name": "synthetic",
+        "arms": arms,
+    }
+    manifest.update(baseline="outcome", seeds=list(range(len(effects))), status="finished")
+    out.mkdir(parents=True)
+    (out / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    for seed, effect in enumerate(effects):
+        for arm, searches in (("outcome", 2.5), ("process", 2.5 - effect)):
+            train = out / "stages" / f"train-{arm}-s{seed}"
+            train.mkdir(parents=True)
+            (train / "manifest.json").write_text(json.dumps({"format": "searchlab-spool", "exit_code": 0}))
+            metrics = [
+                {"step": s, "key": "reward/mean", "value": 0.1, "time": 0} for s in range(1, steps + seed + 1)
+            ]
+            (train / "000000000001.json").write_text(json.dumps({"metrics": metrics}), encoding="utf-8")
+            evaluation = out / "stages" / f"eval-{arm}-s{seed}"
+            evaluation.mkdir(parents=True)
+            (evaluation / "manifest.json").write_text(json.dumps({"status": "finished", "role": "eval"}))
+            write_arm(
+                evaluation / "records.jsonl",
+                rng,
+                searches=searches,
+                p_correct=0.3,
+                **(process if arm == "process" else {}),
+            )
+    return out
 
 
 def test_three_seed_pairs_give_the_pooled_json_and_tables(tmp_path: Path, capsys: Any) -> None:
-    rng = random.Random(0)
-    folders = [
-        seed_folder(tmp_path, f"seed{i}", rng, steps=40 + i, effect=e) for i, e in enumerate((1.0, 1.3, 0.8))
-    ]
+    spool = experiment_spool(tmp_path, random.Random(0), [1.0, 1.3, 0.8], steps=40)
     out = tmp_path / "experiment-3.json"
-    assert analysis.main([*map(str, folders), "--json", str(out), "--resamples", "200"]) == 0
+    assert analysis.main([str(spool), "--json", str(out), "--resamples", "200"]) == 0
     result = json.loads(out.read_text(encoding="utf-8"))
     assert (
         result["seeds_per_arm"] == 3 and result["min_steps_per_run"] == 40 and result["eval_questions"] == N
@@ -91,16 +108,17 @@ def test_three_seed_pairs_give_the_pooled_json_and_tables(tmp_path: Path, capsys
         assert {"difference", "low", "high"} <= set(entry)
         assert entry["low"] <= entry["difference"] <= entry["high"]
     searches = result["pooled"]["average_searches"]
-    pair_differences = [result["pairs"][f"seed{i}"]["average_searches"]["difference"] for i in range(3)]
+    pair_differences = [result["pairs"][str(i)]["average_searches"]["difference"] for i in range(3)]
     assert searches["difference"] == pytest.approx(sum(pair_differences) / 3)
     assert searches["high"] < 0 and searches["same_sign"]
     assert result["pooled"]["redundant_searches_per_question"]["high"] < 0
     # the process arm makes fewer redundant searches: its rate of flagged searches falls too
     assert result["pooled"]["redundant_search_rate"]["difference"] < 0
-    assert result["per_seed"]["seed0"]["outcome"]["top_answer"] == "no"
+    assert result["per_seed"]["0"]["outcome"]["top_answer"] == "no"
+    assert result["per_seed"]["2"]["steps"] == {"outcome": 42, "process": 42}
     assert (
-        result["per_seed"]["seed0"]["process"]["steps_per_trajectory"]
-        < result["per_seed"]["seed0"]["outcome"]["steps_per_trajectory"]
+        result["per_seed"]["0"]["process"]["steps_per_trajectory"]
+        < result["per_seed"]["0"]["outcome"]["steps_per_trajectory"]
     )
     # only 80 questions: the design is not met, whatever the intervals say
     assert not result["decision"]["design_met"] and result["decision"]["verdict"].startswith("design not met")
@@ -108,14 +126,13 @@ def test_three_seed_pairs_give_the_pooled_json_and_tables(tmp_path: Path, capsys
 
 
 def test_answers_longer_than_ten_words_lose_cem_in_the_gaming_check(tmp_path: Path) -> None:
-    rng = random.Random(1)
-    folders = [seed_folder(tmp_path, f"s{i}", rng, steps=40, effect=0.0, long_answers=True) for i in range(2)]
-    result = analysis.analyse(folders, n_resamples=100)
+    spool = experiment_spool(tmp_path, random.Random(1), [0.0, 0.0], steps=40, long_answers=True)
+    result = analysis.analyse(spool, n_resamples=100)
     assert result["pooled"]["cem"]["difference"] > 0.5  # a list of guesses covers every gold
     assert (
         result["pooled"]["cem_le10"]["difference"] < 0
     )  # ... and counts for nothing once long answers are wrong
-    assert result["per_seed"]["s0"]["process"]["mean_answer_words"] == 13
+    assert result["per_seed"]["0"]["process"]["mean_answer_words"] == 13
 
 
 def test_the_decision_rule() -> None:
@@ -140,20 +157,26 @@ def test_the_decision_rule() -> None:
     assert analysis.decide(result(2, -0.05, -0.01))["verdict"].startswith("design not met")
 
 
-def test_mismatched_or_missing_evaluations_are_named(tmp_path: Path) -> None:
-    rng = random.Random(2)
-    first = seed_folder(tmp_path, "a", rng, steps=40, effect=1.0)
-    second = seed_folder(tmp_path, "b", rng, steps=40, effect=1.0)
-    path = second / "eval_trained_process.jsonl"
+def test_mismatched_unfinished_or_missing_evaluations_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spool = experiment_spool(tmp_path, random.Random(2), [1.0, 1.0], steps=40)
+    path = spool / "stages" / "eval-process-s1" / "records.jsonl"
     path.write_text("\n".join(path.read_text().splitlines()[:-1]) + "\n")
     with pytest.raises(
-        analysis.AnalysisError, match=r"b/eval_trained_process.jsonl: 79 questions, not the 80"
+        analysis.AnalysisError, match=r"out/stages/eval-process-s1/records.jsonl: 79 questions, not the 80"
     ):
-        analysis.analyse([first, second], n_resamples=10)
-    (second / "eval_trained_outcome.jsonl").write_text('{"id": "x"}\n')
+        analysis.analyse(spool, n_resamples=10)
+    (spool / "stages" / "eval-outcome-s1" / "records.jsonl").write_text('{"id": "x"}\n')
     with pytest.raises(
-        analysis.AnalysisError, match=r"eval_trained_outcome.jsonl:1: no field 'golden_answers'"
+        analysis.AnalysisError, match=r"eval-outcome-s1/records.jsonl:1: no field 'golden_answers'"
     ):
-        analysis.analyse([first, second], n_resamples=10)
-    with pytest.raises(analysis.AnalysisError, match=r"eval_trained_outcome.jsonl: no such file"):
-        analysis.analyse([tmp_path / "missing"], n_resamples=10)
+        analysis.analyse(spool, n_resamples=10)
+    # a pair whose evaluation has not finished is left out, and named
+    (spool / "stages" / "eval-outcome-s1" / "manifest.json").write_text('{"status": "running"}')
+    assert analysis.analyse(spool, n_resamples=10)["seeds_per_arm"] == 1
+    assert "left out (not finished): eval-outcome-s1" in capsys.readouterr().err
+    with pytest.raises(analysis.AnalysisError, match=r"missing/manifest.json: not an experiment spool"):
+        analysis.analyse(tmp_path / "missing", n_resamples=10)
+    with pytest.raises(analysis.AnalysisError, match=r"no arm 'other' beside the baseline 'outcome'"):
+        analysis.analyse(spool, method="other", n_resamples=10)

@@ -12,15 +12,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from scoring.formats import parse
 from scoring.metrics import flashrag_acc, normalize_answer
 from scoring.paired_bootstrap import METRICS, Ratio, pair_by_key, paired_bootstrap, question_ratios
 from scoring.seed_bootstrap import SeedBootstrap, SeedPair, seed_bootstrap
+from trainer import spool as run_spool
+from trainer.jobs.spool import read_rows, stage_finished
 
 LONG_ANSWER_WORDS = (
     10  # a longer answer counts as wrong in cem_le10 (a list of guesses earns CEM by covering)
@@ -253,3 +257,32 @@ def evaluation_table(
             },
         }
     return {"rows": rows, "differences": differences}
+
+
+def trained_steps(stage: Path) -> int | None:
+    """The last step a training stage's run spool reported (None: no such stage, or no step yet)."""
+    if not stage.is_dir():
+        return None
+    done = 0
+    for _, batch in run_spool.read_batches(stage):
+        for row in batch.get("metrics") or ():
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                done = max(done, int(row["step"]))
+    return done or None
+
+
+def spool_pairs(root: Path, manifest: Mapping[str, Any]) -> tuple[list[PairRuns], list[str]]:
+    """The seed pairs of an experiment spool whose every arm's evaluation finished, and what the others lack."""
+    arms = [str(a["name"]) for a in manifest.get("arms") or ()]
+    runs, missing = [], []
+    for seed in manifest.get("seeds") or ():
+        keys = {arm: f"eval-{arm}-s{seed}" for arm in arms}
+        lacking = [key for key in keys.values() if not stage_finished(root / "stages" / key)]
+        if lacking:
+            missing += lacking
+            continue
+        records = {arm: read_rows(root / "stages" / key / "records.jsonl") for arm, key in keys.items()}
+        sources = {arm: f"{root.name}/stages/{key}/records.jsonl" for arm, key in keys.items()}
+        steps = {arm: trained_steps(root / "stages" / f"train-{arm}-s{seed}") for arm in arms}
+        runs.append(PairRuns(str(seed), records, sources, steps))
+    return runs, missing

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainer.jobs.analysis import AnalysisError, PairRuns, analyse, evaluation_table
+from trainer.jobs.analysis import AnalysisError, analyse, evaluation_table, spool_pairs
 from trainer.jobs.plan import ExperimentPlan
 from trainer.jobs.spool import ExperimentSpool, read_rows, write_json, write_text
-from trainer.jobs.training import steps_done, train_key
 
 COLUMNS = ("cem", "em", "f1", "average_searches", "osr", "usr", "format_ok_rate")
 
@@ -91,19 +90,6 @@ def stage_records(spool: ExperimentSpool, key: str) -> list[dict[str, Any]] | No
     return read_rows(spool.stage(key) / "records.jsonl")
 
 
-def spool_pairs(spool: ExperimentSpool, plan: ExperimentPlan) -> list[PairRuns]:
-    """The seed pairs whose every arm's evaluation finished."""
-    runs = []
-    for seed in plan.seed_values:
-        keys = {arm.name: f"eval-{arm.name}-s{seed}" for arm in plan.arms}
-        records = {arm: stage_records(spool, key) for arm, key in keys.items()}
-        if any(r is None for r in records.values()):
-            continue
-        steps = {arm: steps_done(plan.work.resolve() / "runs" / train_key(arm, seed)) or None for arm in keys}
-        runs.append(PairRuns(str(seed), {a: r or [] for a, r in records.items()}, keys, steps))
-    return runs
-
-
 def write_result(spool: ExperimentSpool, plan: ExperimentPlan, *, final: bool = True) -> dict[str, Any]:
     """``result.json`` and ``result.md`` of what finished: a table per seed, the pooled tables with 2+ seeds
     (logged when ``final``; the runner rewrites the result after each evaluation)."""
@@ -122,7 +108,7 @@ def write_result(spool: ExperimentSpool, plan: ExperimentPlan, *, final: bool = 
         per_seed[str(seed)] = evaluation_table(evals, pairs, seed)
         markdown += [f"## Seed {seed}", "", table_markdown(per_seed[str(seed)])]
     result: dict[str, Any] = {"seeds": per_seed, "pooled": {}}
-    runs = spool_pairs(spool, plan)
+    runs, _ = spool_pairs(spool.root, spool.manifest)
     if len(runs) >= 2:
         for arm in plan.arms:
             if arm.name == plan.baseline:

@@ -122,11 +122,15 @@ class ExperimentSpool:
         return self.root / "stages" / key
 
     def stage_finished(self, key: str) -> bool:
-        """An evaluation stage whose manifest says finished, or a training stage whose trainer exited 0."""
-        manifest = read_json(self.stage(key) / MANIFEST) or {}
-        if manifest.get("format") == run_spool.FORMAT:
-            return manifest.get("exit_code") == 0
-        return manifest.get("status") == "finished"
+        return stage_finished(self.stage(key))
+
+
+def stage_finished(folder: Path) -> bool:
+    """An evaluation stage whose manifest says finished, or a training stage whose trainer exited 0."""
+    manifest = read_json(folder / MANIFEST) or {}
+    if manifest.get("format") == run_spool.FORMAT:
+        return manifest.get("exit_code") == 0
+    return manifest.get("status") == "finished"
 
 
 def evaluation_manifest(
