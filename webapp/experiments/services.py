@@ -2,11 +2,12 @@
 :mod:`webapp.experiments.inputs`, the process executing it is tracked by :mod:`webapp.experiments.processes`).
 
 Execution is a fixed list of stages (:func:`experiment_stages`): the start model evaluated in every method's
-format, then per seed pair and per arm (the baseline first) a training run and the evaluation of the model it saved. Each stage is
-an ordinary run made by the project's own services — a train run supervised by ``webapp.training.supervisor``
-(``python -m trainer.train CONFIG`` as a subprocess, metrics and samples ingested; or, with the spec's executor
-``ray``, a Ray job the supervisor submits and follows), an eval run executed by ``webapp.evaluation.services`` in
-this process — linked to the experiment by an :class:`ExperimentRun` row.
+format, then per seed pair and per arm (the baseline first) a training run and the evaluation of the model it
+saved. Each stage is an ordinary run made by the project's own services — a train run supervised by
+``webapp.training.supervisor`` (``python -m trainer.train CONFIG`` as a subprocess, metrics and samples ingested;
+or, with the spec's executor ``ray``, a Ray job the supervisor submits and follows), an eval run executed by
+``webapp.evaluation.services`` in this process — linked to the experiment by an :class:`ExperimentRun` row (with
+the stage's seed).
 
 Resuming is executing again: a stage whose run finished is reused; a stage whose run did not finish (the process
 was killed, the trainer crashed) gets a new run, the old one is marked crashed (its orphaned trainer, if still
@@ -116,9 +117,8 @@ class Stage(NamedTuple):
     role: str
     method: str
     arm: str  # "" for the start model's evaluation, which every arm of the method shares
-    seed: (
-        int  # the seed pair's (training.seed); the first seed for the screen and the start model's evaluation
-    )
+    # the seed pair's (training.seed); the experiment's first seed for the screen and the start model's evaluation
+    seed: int
     paired: bool = False  # the experiment has several seed pairs: the label names the seed
 
     @property
