@@ -39,6 +39,7 @@ __all__ = [
     "main",
     "make_callbacks",
     "make_rollout",
+    "make_sampler",
     "make_validator",
     "read_question_rows",
     "resolve_checkpoint",
@@ -245,6 +246,27 @@ def make_callbacks(config: RunConfig, ledger: Any, rollout: Any, tokenizer: Any,
     return callbacks
 
 
+def make_sampler(
+    config: RunConfig, reward: Any, rows: list[dict[str, Any]], ledger: Any, progress: Any
+) -> Any:
+    """``training.dynamic_sampling``: the sampler that replaces flat GRPO groups (:mod:`trainer.dynamic_sampling`),
+    scoring with ``reward``, the reward TRL will call, so "spread" is the trainer's own; None when off."""
+    if not config.training.dynamic_sampling:
+        return None
+    from trainer.dynamic_sampling import DynamicSampler, reward_scorer
+
+    return DynamicSampler(
+        reward_scorer(reward),
+        rows,
+        group_size=config.training.num_generations,
+        max_draws=config.training.dynamic_sampling_max_draws,
+        spare_groups=config.training.dynamic_sampling_spare_groups,
+        seed=config.training.seed,
+        ledger=ledger,
+        progress=progress,
+    )
+
+
 def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None, rollout: Any = None) -> Any:
     """Everything ``run`` trains with, without training (tests and the benchmark reuse it)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -253,7 +275,6 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
     from datasets import Dataset  # type: ignore[import-untyped]
 
     from trainer.algorithms import SearchGRPOTrainer, SearchPPOTrainer, grpo_args
-    from trainer.dynamic_sampling import DynamicSampler, reward_scorer
     from trainer.models import freeze_lower_layers, load_policy, lora_config
     from trainer.progress import ProgressReporter
     from trainer.rewards import MethodReward, ScoreLedger
@@ -273,18 +294,7 @@ def build_trainer(config: RunConfig, *, model: Any = None, tokenizer: Any = None
         rollout.progress = progress
     ledger = ScoreLedger()
     reward = MethodReward(config.method, params=config.reward.params, ledger=ledger)
-    sampler = None
-    if config.training.dynamic_sampling:
-        sampler = DynamicSampler(
-            reward_scorer(reward),  # the reward TRL will call, so "spread" is the trainer's own
-            rows,
-            group_size=config.training.num_generations,
-            max_draws=config.training.dynamic_sampling_max_draws,
-            spare_groups=config.training.dynamic_sampling_spare_groups,
-            seed=config.training.seed,
-            ledger=ledger,
-            progress=progress,
-        )
+    sampler = make_sampler(config, reward, rows, ledger, progress)
     callbacks = make_callbacks(config, ledger, rollout, tokenizer, progress)
     common: dict[str, Any] = {
         "model": model,
