@@ -17,7 +17,7 @@ class ImportForm(forms.Form):
     run = forms.ModelChoiceField(
         Run.objects.all(),
         required=False,
-        help_text="trajectories: the run they belong to; run spool: the run to write into (default: a new run)",
+        help_text="trajectories: the run they belong to; a run's spool: the run to write into (default: a new run)",
     )
     dataset = forms.CharField(
         required=False, max_length=200, help_text="trajectories: dataset name to resolve question ids in"
@@ -25,7 +25,8 @@ class ImportForm(forms.Form):
     index = forms.ModelChoiceField(
         Index.objects.filter(status=Index.Status.READY),
         required=False,
-        help_text="experiment: an index of the corpus it ran on (its checksum is checked)",
+        help_text="an experiment's spool: an index of the corpus it ran on (its checksum is checked; default: the "
+        "ready index of that corpus)",
     )
 
     def clean_file(self) -> Any:
@@ -45,6 +46,4 @@ class ImportForm(forms.Form):
             ImportJob.Kind.DATASET_PARQUET,
         ) and not data.get("name"):
             self.add_error("name", "A corpus or dataset import needs a name.")
-        if kind == ImportJob.Kind.EXPERIMENT and not data.get("index"):
-            self.add_error("index", "An experiment import needs the index of the corpus it ran on.")
         return data

@@ -12,8 +12,7 @@ class ImportJob(models.Model):
         DATASET = "dataset", "dataset (FlashRAG JSONL)"
         DATASET_PARQUET = "dataset_parquet", "dataset (Search-R1 parquet)"
         TRAJECTORIES = "trajectories", "trajectories (JSONL)"
-        EXPERIMENT = "experiment", "experiment (bench/experiment_gpu.py's .tar.gz)"
-        RUN_SPOOL = "run_spool", "run spool (.tar.gz of a spool folder)"
+        SPOOL = "spool", "spool (.tar.gz of a run's or an experiment's spool folder)"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -28,8 +27,8 @@ class ImportJob(models.Model):
     options = models.JSONField(
         default=dict,
         blank=True,
-        help_text="trajectories: run_id, dataset name; experiment: index_id, then the experiment_id made; "
-        "run spool: run_id (written into, or the run made)",
+        help_text="trajectories: run_id, dataset name; spool: run_id (a run spool: written into, or the run "
+        "made), index_id (an experiment spool's index), then the experiment_id made",
     )
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)

@@ -141,9 +141,7 @@ def _import(job: ImportJob) -> int:
         return dataset_import(
             name=job.name, path=job.path, file_format=file_format, display_name=display
         ).question_count
-    if job.kind == ImportJob.Kind.EXPERIMENT:
-        return _experiment_import(job, display)
-    if job.kind == ImportJob.Kind.RUN_SPOOL:
+    if job.kind == ImportJob.Kind.SPOOL:
         return _spool_import(job, display)
     count = trajectory_import(
         path=job.path,
@@ -165,46 +163,33 @@ def _report_ensure(run_id: int | None) -> None:
         evaluation_report_ensure(run_id=run_id)
 
 
-def _experiment_import(job: ImportJob, display: str) -> int:
-    """A bundle of bench/experiment_gpu.py (webapp.experiments.bundles); the job keeps the experiment's id, and
-    counts the trajectories it brought."""
+def _spool_import(job: ImportJob, display: str) -> int:
+    """A spool (webapp.imports.replay): a run's, whose run the job keeps and whose metric points and samples it
+    counts; or an experiment's (or an older experiment bundle), whose experiment the job keeps and whose
+    trajectories it counts."""
     from webapp.corpora.models import Index
-    from webapp.experiments.bundles import experiment_import
-    from webapp.experiments.specs import ExperimentConfigError
-    from webapp.trajectories.models import Trajectory
+    from webapp.imports.replay import replay_path
 
-    index = Index.objects.filter(pk=job.options.get("index_id")).first()
-    if index is None:
+    index_id = job.options.get("index_id")
+    index = Index.objects.filter(pk=index_id).first() if index_id else None
+    if index_id and index is None:
         raise DataImportError(
             file=display, line=None, field="index", message="the chosen index no longer exists"
         )
-    try:
-        experiment = experiment_import(
-            path=Path(job.path), index_folder=index.path, name=job.name, user=job.created_by, label=display
-        )
-    except ExperimentConfigError as exc:
-        raise DataImportError(file=display, line=None, field=exc.field, message=exc.message) from None
-    job.options = {**job.options, "experiment_id": experiment.pk}
-    job.save(update_fields=["options"])
-    return Trajectory.objects.filter(run__experiment_links__experiment=experiment).count()
-
-
-def _spool_import(job: ImportJob, display: str) -> int:
-    """A detached run's spool (webapp.training.spool_replay); the job keeps the run's id, and counts the metric
-    points and samples stored."""
-    from webapp.training.spool_replay import spool_archive_replay
-
-    result = spool_archive_replay(
-        Path(job.path), run_id=job.options.get("run_id"), user=job.created_by, label=display
+    replayed = replay_path(
+        Path(job.path),
+        label=display,
+        index_folder=index.path if index else None,
+        run_id=job.options.get("run_id"),
+        user=job.created_by,
+        name=job.name,
     )
-    job.options = {
-        **job.options,
-        "run_id": result.run_id,
-        "replay": result.lines()[0],
-        "refused": len(result.refused),
-    }
+    found = {"experiment_id": replayed.experiment_id} if replayed.experiment_id else {}
+    if replayed.run_id:
+        found = {"run_id": replayed.run_id, "refused": replayed.refused}
+    job.options = {**job.options, **found, "replay": replayed.lines[0]}
     job.save(update_fields=["options"])
-    return result.metrics + result.samples
+    return replayed.records
 
 
 def import_job_run(*, job_id: int) -> ImportJob:

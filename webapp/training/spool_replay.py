@@ -230,10 +230,13 @@ def _check_members(archive: tarfile.TarFile, label: str) -> None:
 
 
 @contextmanager
-def unpack_spool(path: Path, label: str = "") -> Iterator[Path]:
+def unpack_spool(
+    path: Path, label: str = "", markers: tuple[str, ...] = (spool.MANIFEST_FILE,)
+) -> Iterator[Path]:
     """The spool folder inside a ``.tar.gz``, unpacked to a temporary folder removed afterwards. Members that would
     land outside it, links and devices are refused (tarfile's "data" filter), and so is an archive over the
-    unpacked-size limits; the folder is the one that holds manifest.json (the archive's top, or one folder down)."""
+    unpacked-size limits; the folder is the one that holds one of ``markers`` (manifest.json; the archive's top, or
+    one folder down: an experiment spool's stage folders, further down, hold manifests of their own)."""
     shown = label or path.name
     target = Path(
         tempfile.mkdtemp(prefix="spool-", dir=settings.VAR_DIR if settings.VAR_DIR.is_dir() else None)
@@ -247,15 +250,12 @@ def unpack_spool(path: Path, label: str = "") -> Iterator[Path]:
             raise DataImportError(
                 file=shown, line=None, field=None, message=f"not a readable .tar.gz: {exc}"
             ) from None
-        found = (
-            [target]
-            if (target / spool.MANIFEST_FILE).is_file()
-            else sorted(target.glob(f"*/{spool.MANIFEST_FILE}"))
-        )
+        found = [target] if any((target / m).is_file() for m in markers) else []
+        found = found or sorted({p.parent for m in markers for p in target.glob(f"*/{m}")})
         if len(found) != 1:
-            message = f"expected one spool folder (with {spool.MANIFEST_FILE}), found {len(found)}"
+            message = f"expected one spool folder (with {' or '.join(markers)}), found {len(found)}"
             raise DataImportError(file=shown, line=None, field=None, message=message)
-        yield found[0] if found[0] == target else found[0].parent
+        yield found[0]
     finally:
         shutil.rmtree(target, ignore_errors=True)
 

@@ -14,10 +14,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from webapp.common.importing import DataImportError
 from webapp.corpora.models import Corpus
-from webapp.experiments import bundles
 from webapp.imports import services
 from webapp.imports.forms import ImportForm
 from webapp.imports.models import ImportJob
+from webapp.imports.replay import replay_path
 
 pytestmark = pytest.mark.django_db
 
@@ -105,31 +105,33 @@ def test_old_uploads_of_ended_jobs_are_cleaned_and_a_corpus_file_or_a_pending_jo
     assert sorted(f.stem for f in upload_dir.iterdir()) == ["corpus", "pending", "recent"]
 
 
-def _bundle(tmp_path: Path, size: int) -> Path:
+def _bundle(tmp_path: Path, size: int, name: str = "out/zeros.bin") -> Path:
     """A tar.gz of a few KB that unpacks to ``size`` bytes of zeros (a decompression bomb in small)."""
     path = tmp_path / "bomb.tar.gz"
     with tarfile.open(path, "w:gz") as archive:
-        member = tarfile.TarInfo("out/zeros.bin")
+        member = tarfile.TarInfo(name)
         member.size = size
         archive.addfile(member, io.BytesIO(bytes(size)))
     return path
 
 
-def test_a_bundle_unpacking_beyond_the_cap_is_refused_naming_it_and_leaves_nothing(
+def _left_unpacked(settings) -> list[Path]:
+    return [p for p in Path(settings.VAR_DIR).glob("*") if p.name.startswith(("spool-", "bundle-"))]
+
+
+def test_a_spool_unpacking_beyond_the_cap_is_refused_naming_it_and_leaves_nothing(
     upload_dir, settings, tmp_path
 ):
     settings.UPLOAD_MAX_UNPACKED_BYTES = 1024 * 1024
     path = _bundle(tmp_path, 5 * 1024 * 1024)
     assert path.stat().st_size < 64 * 1024
-    with pytest.raises(DataImportError, match=r"more than 1,048,576 bytes \(UPLOAD_MAX_UNPACKED_BYTES\)"):
-        bundles.unpack(path, "bomb.tar.gz")
-    imports = Path(settings.EXPERIMENTS_DIR) / "imports"
-    assert not imports.exists() or not any(imports.iterdir())
+    with pytest.raises(DataImportError, match=r"beyond 1,048,576 bytes .*UPLOAD_MAX_UNPACKED_"):
+        replay_path(path, label="bomb.tar.gz")
+    assert not _left_unpacked(settings)
 
 
-def test_a_failed_experiment_import_removes_what_it_unpacked(upload_dir, settings, tmp_path):
-    path = _bundle(tmp_path, 10)  # one top folder, but no experiment.json
-    with pytest.raises(DataImportError, match=r"experiment\.json"):
-        bundles.experiment_import(path=path, index_folder=tmp_path, label="b.tar.gz")
-    imports = Path(settings.EXPERIMENTS_DIR) / "imports"
-    assert not any(imports.iterdir())
+def test_a_failed_experiment_replay_removes_what_it_unpacked(upload_dir, settings, tmp_path):
+    path = _bundle(tmp_path, 10, "out/experiment.json")  # an old bundle whose experiment.json is no JSON
+    with pytest.raises(DataImportError, match=r"b\.tar\.gz:out/experiment\.json, line 1: invalid JSON"):
+        replay_path(path, index_folder=tmp_path, label="b.tar.gz")
+    assert not _left_unpacked(settings)

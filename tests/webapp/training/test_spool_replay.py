@@ -241,7 +241,7 @@ def test_the_imports_page_replays_a_spool_archive_and_links_its_run(
     archive = _archive(detached_spool, tmp_path / "run.tar.gz")
     with django_capture_on_commit_callbacks(execute=False):
         response = researcher_client.post(
-            "/imports/", {"kind": "run_spool", "file": SimpleUploadedFile("run.tar.gz", archive.read_bytes())}
+            "/imports/", {"kind": "spool", "file": SimpleUploadedFile("run.tar.gz", archive.read_bytes())}
         )
     assert response.status_code == 302
     job = import_job_run(job_id=ImportJob.objects.get().pk)  # what the worker's task does
