@@ -2,7 +2,7 @@
 
     python -m scoring.bench [--n 10000] [--released PATH]
 
-Each method's row times the whole path a trainer's reward call takes, :func:`scoring.scorer.score`: parse the
+Each method's row times the whole path a trainer's reward call takes, :func:`scoring.scorer.score_batch`: parse each
 response text (which runs the format check), read the weights and judge outcomes, then compute the paper-mode reward
 (judge outcomes are inputs: here the ones the method's ``scoring.scorer.METHODS`` entry simulates from generated
 verdicts, since scoring never calls a judge). ``--released`` names a Python file holding the HiPRAG authors' released
@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from scoring.formats import parse
-from scoring.scorer import METHODS, score
+from scoring.scorer import METHODS, BatchItem, score_batch
 from scoring.synthetic import SyntheticTrajectory, generate
 from scoring.verdicts import Verdict
 
@@ -50,21 +50,24 @@ class Row:
 
 
 def time_method(method: str, items: list[SyntheticTrajectory], judged: list[Judged]) -> Row:
-    """Seconds to parse the items, and to score them as a trainer does (:func:`scoring.scorer.score`, default
-    weights), with the judge outcomes the method's entry simulates from the generated verdicts."""
+    """Seconds to parse the items, and to score them as a trainer does (one :func:`scoring.scorer.score_batch`,
+    default weights), with the judge outcomes the method's entry simulates from the generated verdicts."""
     spec = METHODS[method]
     start = time.perf_counter()
     trajectories = [parse(spec.format, item.text) for item in items]
     parse_seconds = time.perf_counter() - start
-    judgements = [
-        spec.simulated_judgements(
-            trajectory, item.golds, [flag is Verdict.TRUE for flag in judgement.step_flags]
+    batch = [
+        BatchItem(
+            item.text,
+            item.golds,
+            spec.simulated_judgements(
+                trajectory, item.golds, [flag is Verdict.TRUE for flag in judgement.step_flags]
+            ),
         )
         for item, trajectory, judgement in zip(items, trajectories, judged, strict=True)
     ]
     start = time.perf_counter()
-    for item, judgement_values in zip(items, judgements, strict=True):
-        score(method, item.text, item.golds, judgements=judgement_values)
+    score_batch(method, batch)
     return Row(method, len(items), parse_seconds, time.perf_counter() - start)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from scoring.errors import BatchAverageRequired, ScoringInputError
 from scoring.formats.chat import FORMAT_NAME, MALFORMED_KEY
 from scoring.rewards.hiprag import average_earned_bonus
-from scoring.scorer import METHODS, Scored, _Inputs
+from scoring.scorer import METHODS, Scored, check_golds, reward_of
 from scoring.trajectory import Trajectory
 from scoring.verdicts import MissingVerdict
 
@@ -62,22 +62,8 @@ def score_chat(
     if malformed is not None:
         reason = trajectory.error.reason if trajectory.error else malformed
         raise ScoringInputError(malformed, reason.removeprefix(f"{malformed}: "))
-    if (
-        isinstance(golds, str)
-        or not isinstance(golds, Sequence)
-        or not golds
-        or not all(isinstance(g, str) for g in golds)
-    ):
-        raise ScoringInputError("golden_answers", "must be a non-empty list of strings")
-    inputs = spec.read_params(params)
-    judged = _Inputs("judgements", judgements, spec.judgements)
-    try:
-        reward = spec.reward(trajectory, golds, inputs, judged)
-    except (ScoringInputError, MissingVerdict):
-        raise
-    except ValueError as exc:
-        raise ScoringInputError("input", f"{method}: {exc}") from None
-    return Scored(trajectory, reward)
+    check_golds(golds)
+    return reward_of(method, trajectory, golds, spec.read_params(params), judgements)
 
 
 def score_chat_batch(

@@ -12,6 +12,7 @@ choices and help (the paper's equation), and one reader that checks a caller's m
 check a run's, an evaluation's or an API request's ``params`` with (``scoring.scorer.method_params`` picks the
 method's class): the same ``ScoringInputError`` naming ``params.<field>``, unknown keys refused, numbers bounded
 before any float arithmetic. :func:`param_help` describes a weight for a form from the same declarations.
+:class:`JudgementInputs` reads a method's judge outcomes the same way (``judgements.<name>``).
 """
 
 from __future__ import annotations
@@ -19,18 +20,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from scoring.errors import ScoringInputError
 from scoring.rewards.hiprag import LAMBDA_F, LAMBDA_P, PROCESSES, Process
 from scoring.rewards.searchp1 import VARIANTS, SearchP1Weights, Variant
 from scoring.rewards.searchr1 import FINAL_FORMAT_SCORE, STRUCTURE_FORMAT_SCORE
 from scoring.rewards.tiresrag import DEFAULT_WEIGHTS, MAX_TRAINING_STEPS
+from scoring.verdicts import Verdict
 
 __all__ = [
     "AutosearchParams",
     "HipragParams",
     "Inputs",
+    "JudgementInputs",
     "Param",
     "SearchP1Params",
     "SearchR1Params",
@@ -210,12 +213,12 @@ class Inputs:
         self.prefix = prefix
         if values is not None and not isinstance(values, Mapping):
             raise ScoringInputError(prefix, f"must be an object, got {type(values).__name__}")
-        self.values = dict(values or {})
-        for key in self.values:
-            if not isinstance(key, str):
-                raise ScoringInputError(prefix, f"keys must be strings, got {shown(key)}")
-        unknown = sorted(key[:60] for key in set(self.values) - set(known))
-        if unknown:
+        self.values = dict(values) if values else {}
+        if self.values.keys() - set(known):  # a key not a string is never known: the checks run only then
+            for key in self.values:
+                if not isinstance(key, str):
+                    raise ScoringInputError(prefix, f"keys must be strings, got {shown(key)}")
+            unknown = sorted(key[:60] for key in set(self.values) - set(known))
             raise ScoringInputError(
                 f"{prefix}.{unknown[0]}", f"unknown; expected one of {', '.join(known) or 'none'}"
             )
@@ -264,3 +267,41 @@ def shown(value: Any, limit: int = 60) -> str:
     except (RecursionError, ValueError):  # nested too deep, or a huge int inside a container
         return f"a {type(value).__name__} too large to show"
     return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+class JudgementInputs(Inputs):
+    """:class:`Inputs` with the judge outcomes' reads (a method's ``judgements``): verdicts by name or as JSON
+    booleans."""
+
+    def verdict(self, name: str) -> Verdict | None:
+        value = self.values.get(name)
+        return None if value is None else _verdict(self.field(name), value)
+
+    def verdicts(self, name: str) -> tuple[Verdict, ...]:
+        """One verdict per step; a step the reward needs but the list does not reach raises MissingVerdict."""
+        values = self.values.get(name, [])
+        if not isinstance(values, list):
+            raise ScoringInputError(self.field(name), f"must be a list, got {shown(values)}")
+        read = tuple(map(_read_verdict, values))
+        if None in read:  # the field named only for the first value that is no verdict
+            i = read.index(None)
+            _verdict(f"{self.field(name)}[{i}]", values[i])
+        return cast(tuple[Verdict, ...], read)  # no None left
+
+
+_VERDICTS: dict[Any, Verdict] = {True: Verdict.TRUE, False: Verdict.FALSE, **{v.value: v for v in Verdict}}
+
+
+def _read_verdict(value: Any) -> Verdict | None:
+    """JSON true/false, or a Verdict's name in any case ("true", "False", "unparseable", "error"); else None."""
+    if isinstance(value, bool):
+        return _VERDICTS[value]
+    return _VERDICTS.get(value.lower()) if isinstance(value, str) else None
+
+
+def _verdict(field: str, value: Any) -> Verdict:
+    """:func:`_read_verdict`, or :class:`ScoringInputError` naming ``field``."""
+    verdict = _read_verdict(value)
+    if verdict is None:
+        raise ScoringInputError(field, f"must be true, false, 'unparseable' or 'error', got {shown(value)}")
+    return verdict

@@ -29,13 +29,12 @@ from scoring.formats import parse
 from scoring.params import (
     AutosearchParams,
     HipragParams,
-    Inputs,
+    JudgementInputs,
     SearchP1Params,
     SearchR1Params,
     TiresragParams,
     parse_params,
 )
-from scoring.params import shown as _shown
 from scoring.rewards.autosearch import autosearch_reward
 from scoring.rewards.hiprag import average_earned_bonus, hiprag_reward
 from scoring.rewards.result import Reward
@@ -53,7 +52,9 @@ __all__ = [
     "Scored",
     "ScoringError",
     "ScoringInputError",
+    "check_golds",
     "method_params",
+    "reward_of",
     "score",
     "score_batch",
 ]
@@ -68,39 +69,12 @@ class Scored:
     reward: Reward
 
 
-class _Inputs(Inputs):
-    """:class:`scoring.params.Inputs` with the judge outcomes' reads: verdicts by name or as JSON booleans."""
-
-    def verdict(self, name: str) -> Verdict | None:
-        value = self.values.get(name)
-        return None if value is None else _verdict(self.field(name), value)
-
-    def verdicts(self, name: str) -> tuple[Verdict, ...]:
-        """One verdict per step; a step the reward needs but the list does not reach raises MissingVerdict."""
-        values = self.values.get(name, [])
-        if not isinstance(values, list):
-            raise ScoringInputError(self.field(name), f"must be a list, got {_shown(values)}")
-        return tuple(_verdict(f"{self.field(name)}[{i}]", v) for i, v in enumerate(values))
-
-
-def _verdict(field: str, value: Any) -> Verdict:
-    """JSON true/false, or a Verdict's name: "true", "false", "unparseable", "error"."""
-    if isinstance(value, bool):
-        return Verdict.TRUE if value else Verdict.FALSE
-    try:
-        return Verdict(value.lower() if isinstance(value, str) else "")
-    except ValueError:
-        raise ScoringInputError(
-            field, f"must be true, false, 'unparseable' or 'error', got {_shown(value)}"
-        ) from None
-
-
 # Each reward reads its weights from its method's params dataclass (scoring.params: defaults, ranges and the paper's
 # equations declared there) and its judge outcomes from ``judgements``.
 
 
 def _search_r1(
-    trajectory: Trajectory, golds: Sequence[str], params: SearchR1Params, judged: _Inputs
+    trajectory: Trajectory, golds: Sequence[str], params: SearchR1Params, judged: JudgementInputs
 ) -> Reward:
     if params.reward == "outcome":
         return searchr1_outcome_reward(trajectory, golds)
@@ -113,7 +87,9 @@ def _search_r1(
     )
 
 
-def _hiprag(trajectory: Trajectory, golds: Sequence[str], params: HipragParams, judged: _Inputs) -> Reward:
+def _hiprag(
+    trajectory: Trajectory, golds: Sequence[str], params: HipragParams, judged: JudgementInputs
+) -> Reward:
     flags = judged.verdicts("step_flags")
     if len(flags) > len(trajectory.steps):
         raise ScoringInputError(
@@ -137,7 +113,7 @@ def _hiprag(trajectory: Trajectory, golds: Sequence[str], params: HipragParams, 
 
 
 def _autosearch(
-    trajectory: Trajectory, golds: Sequence[str], params: AutosearchParams, judged: _Inputs
+    trajectory: Trajectory, golds: Sequence[str], params: AutosearchParams, judged: JudgementInputs
 ) -> Reward:
     answers = judged.values.get("intermediate_answers", [])
     if not isinstance(answers, list) or not all(a is None or isinstance(a, str) for a in answers):
@@ -151,7 +127,7 @@ def _autosearch(
 
 
 def _search_p1(
-    trajectory: Trajectory, golds: Sequence[str], params: SearchP1Params, judged: _Inputs
+    trajectory: Trajectory, golds: Sequence[str], params: SearchP1Params, judged: JudgementInputs
 ) -> Reward:
     raw = judged.values.get("evaluation")
     evaluation = None
@@ -173,7 +149,7 @@ def _search_p1(
 
 
 def _tiresrag(
-    trajectory: Trajectory, golds: Sequence[str], params: TiresragParams, judged: _Inputs
+    trajectory: Trajectory, golds: Sequence[str], params: TiresragParams, judged: JudgementInputs
 ) -> Reward:
     thinking_raw = judged.values.get("thinking")
     thinking: float | Verdict | None
@@ -249,7 +225,7 @@ class Method(Generic[P]):
     format: str
     params_type: type[P]
     judgements: tuple[str, ...]
-    reward: Callable[[Trajectory, Sequence[str], P, _Inputs], Reward]
+    reward: Callable[[Trajectory, Sequence[str], P, JudgementInputs], Reward]
     simulated_judgements: Callable[[Trajectory, Sequence[str], Sequence[bool]], Judgements]
     chat_refusal: str | None
 
@@ -316,8 +292,18 @@ def score(
 ) -> Scored:
     """Parse ``text`` in the method's format and compute its paper-mode reward."""
     spec = _method(method)
+    _check_text(text)
+    check_golds(golds)
+    return reward_of(method, parse(spec.format, text), golds, spec.read_params(params), judgements)
+
+
+def _check_text(text: Any) -> None:
     if not isinstance(text, str):
         raise ScoringInputError("response", f"must be a string, got {type(text).__name__}")
+
+
+def check_golds(golds: Any) -> None:
+    """``golds`` a non-empty list of strings, else :class:`ScoringInputError` naming ``golden_answers``."""
     if (
         isinstance(golds, str)
         or not isinstance(golds, Sequence)
@@ -325,11 +311,21 @@ def score(
         or not all(isinstance(g, str) for g in golds)
     ):
         raise ScoringInputError("golden_answers", "must be a non-empty list of strings")
-    inputs = spec.read_params(params)
-    judged = _Inputs("judgements", judgements, spec.judgements)
-    trajectory = parse(spec.format, text)
+
+
+def reward_of(
+    method: str,
+    trajectory: Trajectory,
+    golds: Sequence[str],
+    params: Any,
+    judgements: Mapping[str, Any] | None,
+) -> Scored:
+    """The method's reward of a parsed trajectory, with its weights already read (``Method.read_params``) and its
+    judge outcomes as given: what :func:`score`, :func:`score_batch` and :mod:`scoring.chat_scoring` share."""
+    spec = METHODS[method]
+    judged = JudgementInputs("judgements", judgements, spec.judgements)
     try:
-        reward = spec.reward(trajectory, golds, inputs, judged)
+        reward = spec.reward(trajectory, golds, params, judged)
     except (ScoringInputError, MissingVerdict):
         raise
     except ValueError as exc:  # a reward's own check the field checks above did not anticipate: still typed
@@ -365,19 +361,38 @@ def score_batch(
     λp·N_corr/N over the items that earned a bonus of their own (0 when none did). Items whose scoring failed
     (a missing verdict) are in neither the average nor its denominator.
     """
-    _method(method)
-    results: list[Scored | ScoringError] = [_score_item(method, item, params) for item in items]
+    results = _score_all(method, items, params)
     pending = [i for i, r in enumerate(results) if isinstance(r, BatchAverageRequired)]
     if pending:
         average = average_earned_bonus(r.reward for r in results if isinstance(r, Scored))
         filled = {**dict(params or {}), "batch_average_bonus": average}
-        for i in pending:
-            results[i] = _score_item(method, items[i], filled)
+        for i, result in zip(pending, _score_all(method, [items[i] for i in pending], filled), strict=True):
+            results[i] = result
     return results
 
 
-def _score_item(method: str, item: BatchItem, params: Mapping[str, Any] | None) -> Scored | ScoringError:
+def _score_all(
+    method: str, items: Sequence[BatchItem], params: Mapping[str, Any] | None
+) -> list[Scored | ScoringError]:
+    """Each item scored as :func:`score` would, the shared weights read once for the batch."""
+    spec = _method(method)
     try:
-        return score(method, item.text, item.golds, params=params, judgements=item.judgements)
-    except (ScoringInputError, MissingVerdict) as exc:
-        return exc
+        read = spec.read_params(params)
+    except ScoringInputError:  # each item reports it, after its own checks, exactly as score() does
+        read = None
+    results: list[Scored | ScoringError] = []
+    for item in items:
+        try:
+            if read is None:
+                results.append(
+                    score(method, item.text, item.golds, params=params, judgements=item.judgements)
+                )
+                continue
+            _check_text(item.text)
+            check_golds(item.golds)
+            results.append(
+                reward_of(method, parse(spec.format, item.text), item.golds, read, item.judgements)
+            )
+        except (ScoringInputError, MissingVerdict) as exc:
+            results.append(exc)
+    return results
