@@ -101,7 +101,7 @@ def experiment_resume_request(*, experiment_id: int) -> Experiment:
     """Queue a failed or interrupted experiment again (its finished stages are reused)."""
     experiment = Experiment.objects.select_for_update().get(pk=experiment_id)
     if (experiment.spec or {}).get(IMPORTED_FROM):
-        # webapp.experiments.bundles: its models stayed on the machine that ran it; nothing here can go on with it
+        # webapp.experiments.spool_replay: its models stayed on the machine that ran it; nothing here goes on with it
         raise ExperimentConfigError("experiment", "an imported experiment cannot be resumed here")
     if experiment.status == Experiment.Status.FAILED:
         experiment.status = Experiment.Status.PENDING

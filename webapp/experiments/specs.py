@@ -120,8 +120,8 @@ def default_judge() -> JudgeSpec:
     return JudgeSpec(kind=DEFAULT_JUDGE)
 
 
-# The key in Experiment.spec that marks an experiment imported from a bundle (webapp.experiments.bundles), with the
-# bundle's path: ExperimentSpec.from_json ignores it, and such an experiment is never resumed here.
+# The key in Experiment.spec that marks an experiment replayed from its spool (webapp.experiments.spool_replay), with
+# the spool's name: ExperimentSpec.from_json ignores it, and such an experiment is never resumed here.
 IMPORTED_FROM = "imported_from"
 
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
