@@ -1,0 +1,126 @@
+"""``python -m trainer.jobs experiment``'s checks of its input: each refusal names the flag, before any model loads
+or any folder is made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainer.jobs.__main__ import main
+from trainer.jobs.plan import PlanError, parse_arm, parser, plan_from_args
+
+
+def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+ROWS: list[dict[str, object]] = [
+    {"id": f"nq_{i}", "question": "q?", "golden_answers": ["x"], "metadata": {"split": split}}
+    for i, split in enumerate(("train", "train", "test"))
+]
+
+
+def _args(tmp_path: Path, *more: str) -> list[str]:
+    corpus = _jsonl(tmp_path / "c.jsonl", [])
+    questions = tmp_path / "q.jsonl"
+    if not questions.exists():
+        _jsonl(questions, ROWS)
+    return [
+        "experiment",
+        "--smoke",
+        f"--work={tmp_path / 'w'}",
+        f"--out={tmp_path / 'o'}",
+        f"--corpus={corpus}",
+        f"--questions={questions}",
+        *more,
+    ]
+
+
+def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *more: str) -> str:
+    with pytest.raises(SystemExit):
+        main(_args(tmp_path, *more))
+    assert not (tmp_path / "o").exists() and not (tmp_path / "w").exists()
+    return capsys.readouterr().err
+
+
+def test_it_refuses_to_start_without_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [a for a in _args(tmp_path) if a != "--smoke"]
+    with pytest.raises(SystemExit):
+        main(args)
+    assert (
+        "--gguf FILE (the base model), --start-model FOLDER, or --smoke is needed" in capsys.readouterr().err
+    )
+
+
+def test_a_bad_question_file_is_refused_naming_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "a", "question": "q?", "golden_answers": ["x"]}\nnot json\n')
+    assert f"--questions {questions}:2: not a FlashRAG question row" in _refused(tmp_path, capsys)
+
+
+def test_a_split_naming_unknown_questions_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"train": ["nq_1"], "held_out": ["nq_2", "nq_9"]}))
+    err = _refused(tmp_path, capsys, f"--split={split}")
+    assert f"--split {split}: 1 held_out ids not in --questions, e.g. 'nq_9'" in err
+    split.write_text("[]")
+    assert "not a split file with 'train' and 'held_out' ids" in _refused(
+        tmp_path, capsys, f"--split={split}"
+    )
+
+
+def test_a_question_file_without_the_splits_it_needs_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _jsonl(tmp_path / "q.jsonl", ROWS[:2])
+    assert "no question whose metadata.split starts with 'test'" in _refused(tmp_path, capsys)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--arm=a=nomethod"], "--arm 'a=nomethod': method 'nomethod' is not one of"),
+        (["--arm=a=hiprag:lambda_p=11", "--arm=b=hiprag"], "--arm 'a=hiprag:lambda_p=11': params.lambda_p"),
+        (["--arm=a=hiprag"], "--arm two or more arms with different names"),
+        (["--baseline=none"], "--baseline 'none' is not an arm (outcome, process)"),
+        (["--max-turns=99"], "--max-turns must be ≤ 50, got 99"),
+        (["--seeds=0"], "--seeds 0: must be at least 1"),
+        (["--screen-min=3", "--screen-max=1"], "--screen-min 3..1: need 0 ≤ min ≤ max"),
+        (["--judge=openai"], "--judge an OpenAI-compatible judge needs its base URL"),
+        (["--judge=http://judge:8000/v1"], "--judge-model name the model the judge endpoint serves"),
+        (["--judge=magic"], "--judge none, policy, evidence"),
+    ],
+)
+def test_each_bad_setting_is_named_by_its_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    assert message in _refused(tmp_path, capsys, *flags)
+
+
+def test_the_plan_holds_the_arms_seeds_and_smoke_settings(tmp_path: Path) -> None:
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"train": ["nq_0", "nq_1"], "held_out": ["nq_2"]}))
+    argv = _args(tmp_path, f"--split={split}", "--seeds=3", "--seed=5")[1:]
+    plan = plan_from_args(parser().parse_args(argv))
+    assert [a.to_json() for a in plan.arms] == [
+        {"name": "outcome", "method": "hiprag", "params": {"lambda_p": 0.0}},
+        {"name": "process", "method": "hiprag", "params": {"lambda_p": 0.4}},
+    ]
+    assert plan.baseline == "outcome" and plan.seed_values == [5, 6, 7] and plan.methods == ["hiprag"]
+    assert plan.split_held_out == ("nq_2",) and plan.eval_limit == 1  # the split's held-out questions, all
+    assert (plan.steps, plan.num_generations, plan.train_limit, plan.screen_min) == (2, 2, 8, 0)  # --smoke
+    assert plan.judge.kind == "evidence" and plan.judge.rollout_option() == "evidence"
+
+
+def test_an_arm_reads_its_weights_as_numbers() -> None:
+    arm = parse_arm("bonus=hiprag:lambda_p=0.2,lambda_f=0.1")
+    assert (arm.name, arm.method, arm.params) == ("bonus", "hiprag", {"lambda_p": 0.2, "lambda_f": 0.1})
+    with pytest.raises(PlanError, match="weight 'lambda_p' is not KEY=VALUE"):
+        parse_arm("a=hiprag:lambda_p")
