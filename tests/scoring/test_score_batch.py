@@ -136,3 +136,35 @@ def test_score_never_raises_a_bare_value_error(
         score_batch(method, [BatchItem(text, golds, judgements)] * 2, params=params)
     except ScoringInputError as exc:
         assert exc.field == "method"
+
+
+def _outcome(result: Scored | Exception) -> tuple[Any, ...]:
+    if isinstance(result, Scored):
+        return ("scored", result.reward.total, tuple(sorted(result.reward.components.items())))
+    return (type(result).__name__, str(result))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    method=st.sampled_from(list(METHODS)),
+    texts=st.lists(TEXTS | st.integers(), min_size=1, max_size=3),
+    golds=st.sampled_from([GOLD, [], "Paris", [3]]),
+    params=st.dictionaries(st.sampled_from([*PARAM_KEYS, "bogus"]), st.floats(0, 1), max_size=2) | JSON,
+    flags=FLAGS,
+)
+def test_a_batch_reading_its_weights_once_gives_each_item_what_score_gives_it(
+    method: str, texts: list[Any], golds: Any, params: Any, flags: list[Any]
+) -> None:
+    judgements = {"step_flags": flags} if method == "hiprag" else None
+    items = [BatchItem(text, golds, judgements) for text in texts]
+    for item, result in zip(items, score_batch(method, items, params=params), strict=True):
+        try:
+            alone: Scored | Exception = score(
+                method, item.text, item.golds, params=params, judgements=item.judgements
+            )
+        except (ScoringInputError, MissingVerdict) as exc:
+            alone = exc
+        if not isinstance(
+            alone, BatchAverageRequired
+        ):  # the batch fills in its average where score() refuses
+            assert _outcome(result) == _outcome(alone)
