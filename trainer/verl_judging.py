@@ -14,7 +14,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from agent.judge_spec import JudgeKind, JudgeSpec, JudgeSpecError, build_judges, rollout_option_check
+from agent.judge_spec import (
+    REJUDGE,
+    JudgeKind,
+    JudgeSpec,
+    JudgeSpecError,
+    build_judges,
+    kinds_for,
+    rollout_option_check,
+)
 from scoring.trajectory import Trajectory
 
 # An endpoint's settings a reward function's judge may set: JudgeSpec's, less what only forms and rollouts store.
@@ -22,9 +30,9 @@ _ENDPOINT_SETTINGS = {f.name for f in fields(JudgeSpec)} - {"kind", "answer_judg
 _PLANS: Any = None  # Search-P1's reference plans, one per question for the life of the process (Algorithm 1)
 
 
-# The judge kinds a reward function can run: veRL's reward workers have no policy, so neither the policy judging
-# itself nor HiPRAG's re-ask test (the policy re-asked each query) is one of them.
-VERL_KINDS = (JudgeKind.NONE, JudgeKind.EVIDENCE, JudgeKind.OPENAI)
+# The judge kinds a reward function can run: those a re-judge is offered (agent.judge_spec.KINDS), as it judges
+# stored text without a policy to judge with or to re-ask, and no judge at all.
+VERL_KINDS = (JudgeKind.NONE.value, *kinds_for(REJUDGE))
 
 
 def make_judge(option: Any) -> Any:
