@@ -14,15 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from agent.judge_spec import (
-    REJUDGE,
-    JudgeKind,
-    JudgeSpec,
-    JudgeSpecError,
-    build_judges,
-    kinds_for,
-    rollout_option_check,
-)
+from agent.judge_spec import JudgeKind, JudgeSpec, JudgeSpecError, build_judges, rollout_option_check
 from scoring.trajectory import Trajectory
 
 # An endpoint's settings a reward function's judge may set: JudgeSpec's, less what only forms and rollouts store.
@@ -30,9 +22,10 @@ _ENDPOINT_SETTINGS = {f.name for f in fields(JudgeSpec)} - {"kind", "answer_judg
 _PLANS: Any = None  # Search-P1's reference plans, one per question for the life of the process (Algorithm 1)
 
 
-# The judge kinds a reward function can run: those a re-judge is offered (agent.judge_spec.KINDS), as it judges
-# stored text without a policy to judge with or to re-ask, and no judge at all.
-VERL_KINDS = (JudgeKind.NONE.value, *kinds_for(REJUDGE))
+# The judge kinds veRL's judge work (JUDGE_WORK) runs: no judge, the evidence heuristic (its detectors run either
+# way) and an LLM endpoint. A reward function has no policy to judge with or to re-ask (policy, reask), and a new
+# heuristic kind's verdicts are added here, with its run, before veRL offers it.
+VERL_KINDS = (JudgeKind.NONE.value, JudgeKind.EVIDENCE.value, JudgeKind.OPENAI.value)
 
 
 def make_judge(option: Any) -> Any:
