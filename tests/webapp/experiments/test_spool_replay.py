@@ -607,3 +607,69 @@ def test_the_h100_run_imports_with_the_table_docs_experiment_md_quotes(index: In
         if m["metric"] == "average_searches"
     )
     assert (searches["difference"], searches["low"], searches["high"]) == pytest.approx((1.0, 1.0, 1.0))
+
+
+def test_a_spool_of_two_seed_pairs_replays_every_pair_linked_by_its_seed(
+    tmp_path: Path, index: Index
+) -> None:
+    folder = make_spool(tmp_path, index, seeds=(3, 4))
+
+    replay = experiment_spool_replay(folder, index_folder=index.path)
+
+    experiment = replay.experiment
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error
+    assert experiment.spec["seeds"] == 2 and experiment.spec["run"]["training"]["seed"] == 3
+    assert replay.added[2:] == [
+        f"{kind}-{arm}-s{seed}" for seed in (3, 4) for arm in ARMS for kind in ("train", "eval")
+    ]
+    links = {(link.role, link.arm, link.seed): link.run for link in experiment.links.all()}
+    assert len(links) == 10 and links[("start_eval", "", 3)].kind == "eval"
+    # each pair's other arm against the baseline of the same seed; each training its own seed's spool
+    assert links[("eval", "process", 4)].base_run_id == links[("eval", "outcome", 4)].pk
+    assert links[("eval", "outcome", 4)].base_run_id == links[("start_eval", "", 3)].pk
+    assert links[("train", "process", 4)].config["training"]["seed"] == 4
+    assert links[("train", "process", 4)].name == f"exp{experiment.pk} train · process · seed 4"
+    assert links[("eval", "process", 4)].model_name == "/elsewhere/work/runs/process-s4"
+    assert experiment.result["seeds"] == [3, 4] and [p["seed"] for p in experiment.result["pairs"]] == [3, 4]
+    assert experiment.result["pooled"]
+
+
+@pytest.mark.slow
+def test_the_runners_cpu_smoke_replays_as_an_experiment(tmp_path: Path, index: Index) -> None:
+    """``python -m trainer.jobs experiment --smoke`` end to end (a tiny model screened, both arms trained, every
+    model evaluated on the CPU), then its spool replayed: every stage stored, the table computed here."""
+    from tests.conftest import REPO_ROOT, shared_dir
+    from trainer.jobs.__main__ import main
+
+    data = shared_dir() / "data" / "wiki_multihop"
+    if not (data / "questions.jsonl").is_file():
+        pytest.skip(f"the wiki_multihop questions are not at {data}")
+    corpus = tmp_path / "corpus.jsonl"  # a slice: retrieval works, the index builds in seconds
+    with (data / "corpus.jsonl").open(encoding="utf-8") as source:
+        corpus.write_text(
+            "".join(line for _, line in zip(range(2000), source, strict=False)), encoding="utf-8"
+        )
+    split = REPO_ROOT / "demo" / "experiment3_split.json"
+    out, work = tmp_path / "out", tmp_path / "work"
+    args = [
+        "experiment",
+        "--smoke",
+        f"--split={split}",
+        f"--work={work}",
+        f"--out={out}",
+        f"--corpus={corpus}",
+    ]
+    assert main([*args, f"--questions={data / 'questions.jsonl'}"]) == 0, (out / "log.txt").read_text()
+    index.metadata = json.loads((out / "index_metadata.json").read_text())
+    index.save(update_fields=["metadata"])
+
+    replay = experiment_spool_replay(out, index_folder=index.path)
+
+    experiment = replay.experiment
+    assert experiment.status == Experiment.Status.FINISHED, experiment.error
+    assert replay.missing == [] and sorted(replay.added) == sorted(p.name for p in (out / "stages").iterdir())
+    rows = {row["label"]: row for row in experiment.result["rows"]}
+    assert {"start · hiprag", "trained · outcome", "trained · process"} <= set(rows)
+    trained = experiment.links.get(role="train", arm="process").run
+    assert trained.status == Run.Status.FINISHED
+    assert MetricPoint.objects.filter(run=trained, key="reward/mean").exists()
