@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -15,6 +16,10 @@ def environment_guards() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlanError as exc:  # before any model loads or any folder is made
         top.error(f"experiment: {exc}")
     environment_guards()
+    signal.signal(signal.SIGTERM, _interrupt)  # a leased machine's end: the spool records the run as failed
     from trainer.jobs.runner import run_experiment
 
     return run_experiment(plan)

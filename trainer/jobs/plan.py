@@ -121,6 +121,12 @@ def parser() -> argparse.ArgumentParser:
         help=f"an arm (repeat; default {' and '.join(DEFAULT_ARMS)}): its reward method and weights",
     )
     p.add_argument("--baseline", default="", help="the baseline arm (default: the first)")
+    _training_flags(p)
+    _run_flags(p)
+    return p
+
+
+def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -149,6 +155,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--judge", default="evidence", help="an agent.judge_spec kind, or an http(s):// endpoint")
     p.add_argument("--judge-model", default="", help="the model the judge endpoint serves")
     p.add_argument("--judge-api-key-env", default="", help="the variable holding the judge endpoint's key")
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deadline", type=float, default=0, help="seconds from start to be done by (0: none)")
     p.add_argument(
         "--eval-reserve", type=float, default=120, help="seconds of --deadline kept for evaluations"
@@ -162,7 +171,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--screen-only", action="store_true", help="stop after the screen (questions/train.jsonl)")
     p.add_argument("--smoke", action="store_true", help="a tiny random model, a few questions, 2 steps")
-    return p
 
 
 def plan_from_args(args: argparse.Namespace) -> ExperimentPlan:

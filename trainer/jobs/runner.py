@@ -153,14 +153,19 @@ def train_and_evaluate_start(
     started = time.perf_counter()
     thread = threading.Thread(target=supervise, name="trainers", daemon=True)
     thread.start()
-    for method in plan.methods:
-        begun = time.perf_counter()
-        stage = EvaluationStage(f"start-{method}", "start_eval", method, str(start), {}, seed=plan.seed)
-        run_stage(spool, stage, eval_rows, index, budgets, plan.judge)
-        spool.add_phase("start_eval", time.perf_counter() - begun)
-    thread.join()
+    try:
+        for method in plan.methods:
+            begun = time.perf_counter()
+            stage = EvaluationStage(f"start-{method}", "start_eval", method, str(start), {}, seed=plan.seed)
+            run_stage(spool, stage, eval_rows, index, budgets, plan.judge)
+            spool.add_phase("start_eval", time.perf_counter() - begun)
+        thread.join()
+    except BaseException:  # a failed start evaluation, Ctrl-C or SIGTERM: no trainer is left running
+        pool.stop()
+        raise
     spool.add_phase("training", time.perf_counter() - started)
     if errors:
+        pool.stop()
         raise errors[0]
     for job in todo:
         rows = write_timing(job.stage, job.output_dir)

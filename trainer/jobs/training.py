@@ -10,6 +10,7 @@ reserve again as a hard wall-clock limit (``training.max_seconds``) in case one 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -122,7 +123,10 @@ def launch(job: TrainerJob, max_seconds: float) -> None:
     with job.output_dir.with_suffix(".client.log").open(
         "wb"
     ) as client_log:  # the trainer's own log: trainer.log
-        job.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=client_log)
+        # A session of its own: a Ctrl-C reaches the runner alone, which stops each trainer once (TrainerPool.stop)
+        job.process = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=client_log, start_new_session=True
+        )
 
 
 @dataclass
@@ -137,6 +141,17 @@ class TrainerPool:
     hard_margin: float = 60.0
     poll_seconds: float = 2.0
     stop_at: int | None = field(default=None, init=False)
+
+    def stop(self, wait: float = 60.0) -> None:
+        """The trainers still running told to stop (the report client turns SIGTERM into the trainer's cooperative
+        stop: it saves, and its spool's manifest gets the exit code); waited for up to ``wait`` seconds."""
+        alive = [j.process for j in self.jobs if j.process is not None and j.process.poll() is None]
+        for process in alive:
+            process.terminate()
+        deadline = time.monotonic() + wait
+        for process in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
 
     def run(self) -> None:
         waiting = list(self.jobs)

@@ -108,3 +108,21 @@ def test_the_pool_runs_n_at_once_and_stops_every_trainer_at_the_same_step(
     assert every[2].process is None
     log = (tmp_path / "o" / "log.txt").read_text()
     assert f"every run stops at step {stopped[0]}" in log and "train-outcome-s1 not started" in log
+
+
+@pytest.mark.slow
+def test_stopping_the_pool_leaves_no_trainer_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan(tmp_path)
+    spool = ExperimentSpool(tmp_path / "o", {})
+    every, _ = training_jobs(plan, spool, tmp_path / "start", tmp_path / "t.jsonl", tmp_path / "i")
+
+    def fake_launch(job: training.TrainerJob, max_seconds: float) -> None:
+        command = [sys.executable, "-c", FAKE_TRAINER, str(job.output_dir), str(job.stop_file), "5"]
+        job.process = subprocess.Popen(command)
+
+    monkeypatch.setattr(training, "launch", fake_launch)
+    pool = TrainerPool(spool, every, poll_seconds=0.1)
+    for job in every:
+        training.launch(job, 0.0)
+    pool.stop(wait=10)
+    assert all(job.process is not None and job.process.poll() is not None for job in every)
