@@ -180,3 +180,12 @@ def test_mismatched_unfinished_or_missing_evaluations_are_named(
         analysis.analyse(tmp_path / "missing", n_resamples=10)
     with pytest.raises(analysis.AnalysisError, match=r"no arm 'other' beside the baseline 'outcome'"):
         analysis.analyse(spool, method="other", n_resamples=10)
+
+
+def test_an_unreadable_training_batch_is_named(tmp_path: Path) -> None:
+    spool = experiment_spool(tmp_path, random.Random(3), [1.0, 1.0], steps=40)
+    (spool / "stages" / "train-process-s1" / "000000000002.json").write_text("{not json")
+    with pytest.raises(
+        analysis.AnalysisError, match=r"out/stages/train-process-s1/000000000002.json, line 1: invalid JSON"
+    ):
+        analysis.analyse(spool, n_resamples=10)

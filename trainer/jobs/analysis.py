@@ -264,10 +264,13 @@ def trained_steps(stage: Path) -> int | None:
     if not stage.is_dir():
         return None
     done = 0
-    for _, batch in run_spool.read_batches(stage):
-        for row in batch.get("metrics") or ():
-            with contextlib.suppress(KeyError, TypeError, ValueError):
-                done = max(done, int(row["step"]))
+    try:
+        for _, batch in run_spool.read_batches(stage):
+            for row in batch.get("metrics") or ():
+                with contextlib.suppress(KeyError, TypeError, ValueError):
+                    done = max(done, int(row["step"]))
+    except run_spool.SpoolFileError as exc:
+        raise AnalysisError(f"{stage.parent.parent.name}/stages/{stage.name}/{exc}") from None
     return done or None
 
 

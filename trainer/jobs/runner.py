@@ -26,6 +26,7 @@ from trainer.jobs.spool import ExperimentSpool, write_rows
 from trainer.jobs.stages import StageFailed, ensure_index, held_out_rows, start_model, training_questions
 from trainer.jobs.timing import gpu_concurrency, write_timing
 from trainer.jobs.training import TrainerJob, TrainerPool, arm_config, model_saved, training_jobs
+from trainer.spool import SpoolFileError
 
 
 def header(plan: ExperimentPlan) -> dict[str, Any]:
@@ -168,6 +169,8 @@ def train_and_evaluate_start(
         pool.stop()
         raise errors[0]
     for job in todo:
-        rows = write_timing(job.stage, job.output_dir)
-        spool.log(f"{job.key}: timing.csv, {rows} steps")
+        try:
+            spool.log(f"{job.key}: timing.csv, {write_timing(job.stage, job.output_dir)} steps")
+        except SpoolFileError as exc:  # a batch the report client left unreadable: no timing, the run goes on
+            spool.log(f"{job.key}: no timing.csv ({exc})")
     return [f"{job.key}: trainer exited {job.exit_code}" for job in todo if job.exit_code not in (0, None)]
