@@ -424,6 +424,22 @@ def test_a_malformed_line_names_the_spool_file_line_and_field_and_stores_nothing
     assert not Experiment.objects.exists() and Run.objects.count() == runs_before
 
 
+def test_an_unreadable_batch_of_a_training_stage_is_named_with_its_line_and_nothing_is_stored(
+    tmp_path: Path, index: Index
+) -> None:
+    folder = make_spool(tmp_path, index)
+    (folder / "stages/train-process-s0/000000000001.json").write_text('{"metrics": [}\n')
+    runs_before = Run.objects.count()
+
+    with pytest.raises(DataImportError) as error:
+        experiment_spool_replay(folder, index_folder=index.path, label="results.tar.gz:out")
+
+    assert str(error.value).startswith(
+        "results.tar.gz:out/stages/train-process-s0/000000000001.json, line 1: invalid JSON"
+    )
+    assert not Experiment.objects.exists() and Run.objects.count() == runs_before
+
+
 def test_a_manifest_field_at_fault_is_named(tmp_path: Path, index: Index) -> None:
     folder = make_spool(tmp_path, index)
     manifest = json.loads((folder / "manifest.json").read_text())
