@@ -256,6 +256,21 @@ def finished_stage(spool: ExperimentSpool, stage: Stage, key: str) -> dict[str, 
     return manifest
 
 
+def stage_failure(spool: ExperimentSpool, stage: Stage, key: str) -> str:
+    """Why a stage folder that is there did not finish, when its manifest says (its trainer's exit code, its
+    error); empty otherwise (absent, or still running)."""
+    path = spool.root / "stages" / key / MANIFEST
+    if not path.is_file():
+        return ""
+    manifest = spool.json(f"stages/{key}/{MANIFEST}")
+    if stage.role == ROLE.TRAIN:
+        code = manifest.get("exit_code")
+        return f"its trainer exited with {code}" if isinstance(code, int) and code != 0 else ""
+    return (
+        f"failed: {manifest.get('error') or 'no reason given'}" if manifest.get("status") == "failed" else ""
+    )
+
+
 def import_lines(spool: ExperimentSpool, name: str, arm: Arm, dataset: Dataset, target: Path) -> Path:
     """The records as the trajectories import reads them (a line per line, so its errors name the same line): the
     response, its format, the step verdicts, and the arm's method and weights to score it with."""

@@ -50,6 +50,7 @@ from webapp.experiments.spool_reading import (
     spool_index,
     spool_spec,
     spool_time,
+    stage_failure,
     stage_key,
 )
 from webapp.experiments.stage_specs import evaluation_spec
@@ -254,12 +255,16 @@ def experiment_spool_replay(
                 SPOOL_ID: manifest["id"],
             }
             experiment.save(update_fields=["spec"])
+        stages = {stage_key(stage): stage for stage in experiment_stages(spec)}
         added, missing = _replay_stages(_Replay(spool, experiment, spec, user))
+        unfinished = [
+            key + (f" ({why})" if (why := stage_failure(spool, stages[key], key)) else "") for key in missing
+        ]
         experiment_store_result(experiment_id=experiment.pk)
         error = ""
         if missing:
             runner = f" (the runner says: {manifest['error']})" if manifest.get("error") else ""
-            error = f"imported from {spool.shown}; the spool has no finished {', '.join(missing)}{runner}"
+            error = f"imported from {spool.shown}; the spool has no finished {', '.join(unfinished)}{runner}"
         Experiment.objects.filter(pk=experiment.pk).update(
             status=Experiment.Status.FAILED if missing else Experiment.Status.FINISHED,
             error=error,

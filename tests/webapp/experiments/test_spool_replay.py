@@ -384,7 +384,7 @@ def test_a_spool_cut_short_is_stored_failed_naming_what_it_lacks_and_cannot_be_r
     assert Experiment.objects.get(pk=experiment.pk).status == Experiment.Status.FAILED
 
 
-def test_a_stage_still_running_is_left_out_and_named(tmp_path: Path, index: Index) -> None:
+def test_a_stage_still_running_or_failed_is_left_out_and_named(tmp_path: Path, index: Index) -> None:
     folder = make_spool(tmp_path, index)
     manifest = json.loads((folder / "stages/eval-process-s0/manifest.json").read_text())
     _json(
@@ -392,12 +392,15 @@ def test_a_stage_still_running_is_left_out_and_named(tmp_path: Path, index: Inde
         {**manifest, "status": "running", "finished_at": None},
     )
     train = json.loads((folder / "stages/train-process-s0/manifest.json").read_text())
-    _json(folder / "stages/train-process-s0/manifest.json", {**train, "finished_at": None, "exit_code": None})
+    _json(folder / "stages/train-process-s0/manifest.json", {**train, "exit_code": 137})
 
     replay = experiment_spool_replay(folder, index_folder=index.path)
 
     assert replay.missing == ["train-process-s0", "eval-process-s0"]
-    assert "no finished train-process-s0, eval-process-s0" in replay.experiment.error
+    assert (
+        "no finished train-process-s0 (its trainer exited with 137), eval-process-s0"
+        in replay.experiment.error
+    )
     assert not Run.objects.filter(name__contains="train · process").exists()
 
 
