@@ -137,11 +137,13 @@ def train_and_evaluate_start(
         spool.log(
             f"training: {plan.steps} steps asked, {train_until - spool.log.elapsed():.0f} s left for them"
         )
-    concurrent = (
-        gpu_concurrency(plan.concurrent or len(todo), plan.gpu_memory_per_run, start, spool.log)
-        if todo
-        else 0
-    )
+    evaluating = not all(spool.stage_finished(f"start-{m}") for m in plan.methods)
+    concurrent = 0
+    if todo:
+        requested = plan.concurrent or len(todo)
+        concurrent = gpu_concurrency(
+            requested, plan.gpu_memory_per_run, start, spool.log, evaluating=evaluating
+        )
     pool = TrainerPool(spool, todo, concurrent, train_until, hard_margin=plan.eval_reserve / 2)
     errors: list[BaseException] = []
 

@@ -98,17 +98,22 @@ def fitting_concurrency(requested: int, per_run_gib: float, free_bytes: int) -> 
     return max(1, min(requested, fit))
 
 
-def gpu_concurrency(requested: int, per_run_gib: float, model: Path, log: Any) -> int:
-    """On CUDA, ``requested`` lowered to what fits in the free memory (logged); on a CPU, ``requested``."""
+def gpu_concurrency(
+    requested: int, per_run_gib: float, model: Path, log: Any, *, evaluating: bool = False
+) -> int:
+    """On CUDA, ``requested`` lowered to what fits in the free memory (logged), less one trainer's share for the
+    start model's evaluation when it runs beside them (``evaluating``); on a CPU, ``requested``."""
     import torch
 
     if not torch.cuda.is_available():
         return requested
     free, total = torch.cuda.mem_get_info()
     need = per_run_gib or estimated_gib(model)
-    fits = fitting_concurrency(requested, need, free)
+    left = max(0, free - int(need * GIB)) if evaluating else free
+    fits = fitting_concurrency(requested, need, left)
     log(
         f"GPU memory: {free / GIB:.1f} of {total / GIB:.1f} GiB free, {need:.1f} GiB a trainer"
-        f"{' (estimated from the model)' if not per_run_gib else ''}: {fits} of {requested} at once"
+        f"{' (estimated from the model)' if not per_run_gib else ''}"
+        f"{', one share kept for the start evaluation' if evaluating else ''}: {fits} of {requested} at once"
     )
     return fits

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from trainer.jobs.spool import (
     ExperimentSpool,
     clear_run_spool,
@@ -14,7 +16,7 @@ from trainer.jobs.spool import (
     read_json,
     write_json,
 )
-from trainer.jobs.timing import GIB, estimated_gib, fitting_concurrency, write_timing
+from trainer.jobs.timing import GIB, estimated_gib, fitting_concurrency, gpu_concurrency, write_timing
 
 
 def test_a_resumed_spool_keeps_its_id_and_phase_times(tmp_path: Path) -> None:
@@ -80,3 +82,23 @@ def test_fewer_trainers_run_at_once_when_the_gpu_memory_would_not_hold_them(tmp_
     (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 2_000_000)  # a million parameters in bf16
     assert estimated_gib(tmp_path) == 1_000_000 * 16 * 1.5 / GIB + 1.5
+
+
+def test_on_cuda_the_free_memory_decides_and_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (int(40 * GIB), int(80 * GIB)))
+    said: list[str] = []
+    assert gpu_concurrency(6, 10.0, tmp_path, said.append) == 3  # 90% of 40 GiB holds 3 of 10
+    assert (
+        gpu_concurrency(6, 10.0, tmp_path, said.append, evaluating=True) == 2
+    )  # 30 GiB after the evaluation's
+    assert said[-1] == (
+        "GPU memory: 40.0 of 80.0 GiB free, 10.0 GiB a trainer, one share kept for the start evaluation: "
+        "2 of 6 at once"
+    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_concurrency(6, 10.0, tmp_path, said.append) == 6 and len(said) == 2  # a CPU: no check
