@@ -1,18 +1,13 @@
 """An experiment run without the web app arrives by replaying its spool (``manage.py replay_spool``, the Imports
-page): the spool becomes the experiment, its stages and runs, and the table computed here from the records.
-
-The spools are built by hand per the contract (the runner's format, docs/experiment.md): real evaluations (scripted
-HiPRAG policies, a keyword searcher, the evidence judge) as records, run spools of two steps of metrics.
-"""
+page): the spool becomes the experiment, its stages and runs, and the table computed here from the records
+(spools built by hand per the contract: tests.webapp.experiments.spool_builder)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shutil
 import tarfile
-import uuid
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -21,13 +16,15 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from agent import judges as det
-from agent.evaluate import Judges, evaluate_sync
-from agent.rollout import Question
-from tests.agent.conftest import PASSAGES, KeywordSearcher, ScriptedBackend
-from tests.agent.test_rollout import response
-from tests.webapp.evaluation.conftest import hiprag_two_steps
-from trainer.config import DEMO_TRAINABLE_LAYERS, config_from_dict
+from tests.webapp.experiments.spool_builder import (
+    ARMS,
+    STAGES,
+    make_spool,
+    mean,
+    pack,
+    records,
+    write_json,
+)
 from webapp.common.importing import DataImportError
 from webapp.corpora.models import Index
 from webapp.experiments.legacy_bundle import bundle_to_spool
@@ -41,242 +38,6 @@ from webapp.trajectories.models import Trajectory
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.django_db
-ARMS = {"outcome": 0.0, "process": 0.4}
-STAGES = [
-    "screen-1",
-    "start-hiprag",
-    "train-outcome-s0",
-    "eval-outcome-s0",
-    "train-process-s0",
-    "eval-process-s0",
-]
-
-
-def search_twice(text: str) -> str:
-    """HiPRAG's two steps with the first query asked again as the second: a redundant search (the evidence judge's
-    repeated_query)."""
-    r = response(text)
-    if "<context>" in r and r.count("<step>") == 1 and not r.endswith("<conclusion>"):
-        return "\n<step>\n    <reasoning>Check it again.</reasoning>\n    <search>capital of France</search>"
-    return hiprag_two_steps(text)
-
-
-def no_search(text: str) -> str:
-    if "<conclusion>" not in response(text):
-        return " I know this one.</reasoning>\n    <conclusion>Paris</conclusion>"
-    return "\n</think>\n<answer>Berlin</answer>" if "(7)" in text else "\n</think>\n<answer>Paris</answer>"
-
-
-POLICIES = {
-    "screen": hiprag_two_steps,
-    "start": hiprag_two_steps,
-    "outcome": search_twice,
-    "process": no_search,
-}
-
-
-def _rows(ids: range, split: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": f"q{i}",
-            "question": f"What is the capital of France ({i})?",
-            "golden_answers": ["Paris"],
-            "metadata": {"split": split, "supporting_titles": ["Paris"]},
-        }
-        for i in ids
-    ]
-
-
-CANDIDATES, TRAIN, HELD_OUT = _rows(range(4), "train"), _rows(range(3), "train"), _rows(range(4, 8), "test")
-
-
-def _flag(verdict: Any) -> bool | None:
-    return None if verdict is None else bool(verdict)
-
-
-@functools.cache
-def records(policy: str) -> tuple[dict[str, Any], ...]:
-    """The evaluated questions as the runner writes records.jsonl (the contract's fields)."""
-    rows = CANDIDATES if policy == "screen" else HELD_OUT
-    questions = [Question(id=r["id"], text=r["question"], golds=tuple(r["golden_answers"])) for r in rows]
-    result = evaluate_sync(
-        ScriptedBackend(POLICIES[policy]),
-        KeywordSearcher(PASSAGES),
-        "hiprag",
-        questions,
-        judges=Judges(evidence=True),
-    )
-    out = []
-    for record in result.records:
-        t = record.trajectory
-        verdicts = [
-            {
-                "detector": detector,
-                "outcome": "error" if _flag(r.verdict) is None else "true" if r.verdict else "false",
-                "step": r.step_index,
-                "judge_model": r.model,
-                "raw_reply": r.reply or r.error or "",
-            }
-            for detector in (det.OVER_SEARCH, det.UNDER_SEARCH)
-            for r in record.verdicts.get(detector, [])
-            if r.step_index is not None
-        ]
-        out.append(
-            {
-                "id": record.question.id,
-                "question": record.question.text,
-                "golden_answers": list(record.question.golds),
-                "answer": t.answer,
-                "cem": record.cem,
-                "em": record.em,
-                "f1": record.f1,
-                "format_ok": t.valid,
-                "n_searches": t.n_searches,
-                "over_search": [_flag(v) for v in record.flags(det.OVER_SEARCH)],
-                "under_search": [_flag(v) for v in record.flags(det.UNDER_SEARCH)],
-                "reward": None if record.reward is None else record.reward.total,
-                "text": record.rollout.text,
-                "format": "hiprag",
-                "verdicts": verdicts,
-            }
-        )
-    return tuple(out)
-
-
-def _write(path: Path, rows: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def _json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value), encoding="utf-8")
-
-
-def _evaluation(
-    out: Path, key: str, policy: str, *, role: str, arm: str = "", seed: int | None = None
-) -> None:
-    rows = records(policy)
-    _write(out / "stages" / key / "records.jsonl", rows)
-    manifest = {
-        "format": "searchlab-evaluation-spool",
-        "version": 1,
-        "role": role,
-        "method": "hiprag",
-        "arm": arm,
-        "seed": seed,
-        "sample": 1 if role == "screen" else 0,
-        "model": f"/elsewhere/work/runs/{arm}-s{seed}" if arm else "/elsewhere/work/start",
-        "temperature": 0.0,
-        "questions": len(rows),
-        "started_at": "2026-11-27T06:00:00Z",
-        "finished_at": "2026-11-27T06:01:00Z",
-        "status": "finished",
-        "error": "",
-        "seconds": 60.0,
-    }
-    _json(out / "stages" / key / "manifest.json", manifest)
-
-
-def _training(out: Path, arm: str, seed: int) -> None:
-    """``stages/train-<arm>-s<seed>``: a run spool of two steps, as trainer/spool.py writes it."""
-    values = {
-        "output_dir": f"/elsewhere/work/runs/{arm}-s{seed}",
-        "method": "hiprag",
-        "algorithm": "grpo",
-        "model": {"path": "/elsewhere/work/start", "trainable_layers": DEMO_TRAINABLE_LAYERS},
-        "data": {"path": "/elsewhere/work/questions/train.jsonl"},
-        "rollout": {"factory": "agent", "options": {"index": "/elsewhere/index", "judge": "evidence"}},
-        "reward": {"params": {"lambda_p": ARMS[arm]}},
-        "training": {"max_steps": 2, "seed": seed, "learning_rate": 5e-5, "num_generations": 2},
-        "logging": {"sample_every": 1},
-    }
-    folder = out / "stages" / f"train-{arm}-s{seed}"
-    manifest = {
-        "format": "searchlab-spool",
-        "version": 1,
-        "id": str(uuid.uuid4()),
-        "name": f"train · {arm} · seed {seed}",
-        "method": "hiprag",
-        "algorithm": "grpo",
-        "model_name": "/elsewhere/work/start",
-        "config": config_from_dict(values).to_dict(),
-        "command": ["python", "-m", "trainer.train"],
-        "host": "gpu-box",
-        "started_at": "2026-11-27T06:02:00Z",
-        "finished_at": "2026-11-27T06:05:00Z",
-        "exit_code": 0,
-    }
-    _json(folder / "manifest.json", manifest)
-    metrics = [
-        {"step": step, "time": 1.0e9 + step, "key": key, "value": value}
-        for step in (1, 2)
-        for key, value in (
-            ("osr_redundant", 0.5 if arm == "outcome" else 0.5 / step),
-            ("searches/mean", 2.0 if arm == "outcome" else 2.0 / step),
-        )
-    ]
-    _json(folder / "000000000001.json", {"metrics": metrics, "samples": [], "final": "finished"})
-    (folder / "trainer.log").write_text("step 2 done\n")
-
-
-def make_spool(
-    tmp_path: Path, index: Index, *, seeds: tuple[int, ...] = (0,), leave_out: tuple[str, ...] = ()
-) -> Path:
-    """An experiment spool as ``python -m trainer.jobs experiment`` writes it: a screen of 1 sample, both arms
-    trained 2 steps per seed, every model evaluated on 4 held-out questions; ``leave_out`` stages are absent."""
-    out = tmp_path / "out"
-    _write(out / "questions" / "candidates.jsonl", CANDIDATES)
-    _write(out / "questions" / "train.jsonl", TRAIN)
-    _write(out / "questions" / "eval.jsonl", HELD_OUT)
-    _json(out / "index_metadata.json", {"corpus_sha256": "c0ffee"})
-    (out / "log.txt").write_text("[    1.0 s] torch 2.13.0, GPU: an accelerator\n[  99.0 s] done\n")
-    manifest = {
-        "format": "searchlab-experiment-spool",
-        "version": 1,
-        "id": "7d1c5a52-0000-4000-8000-000000000001",
-        "name": "HiPRAG λp 0 vs 0.4",
-        "arms": [{"name": arm, "method": "hiprag", "params": {"lambda_p": lp}} for arm, lp in ARMS.items()],
-        "baseline": "outcome",
-        "seeds": list(seeds),
-        "start_model": "/elsewhere/work/start",
-        "judge": "evidence",
-        "screen": {"samples": 1, "min": 0, "max": 1},
-        "split": None,
-        "steps": 2,
-        "host": "gpu-box",
-        "torch": "2.13.0",
-        "device": "an accelerator",
-        "started_at": "2026-11-27T06:00:00Z",
-        "finished_at": None if leave_out else "2026-11-27T06:20:00Z",
-        "status": "running" if leave_out else "finished",
-        "error": "",
-        "phases": {},
-    }
-    _json(out / "manifest.json", manifest)
-    stages = {"screen-1": ("screen", "screen"), "start-hiprag": ("start", "start_eval")}
-    for key, (policy, role) in stages.items():
-        if key not in leave_out:
-            _evaluation(out, key, policy, role=role)
-    for seed in seeds:
-        for arm in ARMS:
-            if f"train-{arm}-s{seed}" not in leave_out:
-                _training(out, arm, seed)
-            if f"eval-{arm}-s{seed}" not in leave_out:
-                _evaluation(out, f"eval-{arm}-s{seed}", arm, role="eval", arm=arm, seed=seed)
-    index.metadata = {"corpus_sha256": "c0ffee"}
-    index.save(update_fields=["metadata"])
-    return out
-
-
-def _pack(folder: Path, path: Path) -> Path:
-    with tarfile.open(path, "w:gz") as archive:
-        archive.add(folder, arcname=folder.name)
-    return path
-
-
-def _mean(rows: tuple[dict[str, Any], ...], key: str) -> float:
-    return sum(float(r[key]) for r in rows) / len(rows)
 
 
 @pytest.fixture(autouse=True)
@@ -307,8 +68,8 @@ def test_a_spool_becomes_an_experiment_whose_table_is_its_records(tmp_path: Path
     for label, policy in names.items():  # the web app's report of the stored trajectories is the records'
         evaluated = records(policy)
         for metric, key in (("cem", "cem"), ("em", "em"), ("f1", "f1"), ("average_searches", "n_searches")):
-            assert rows[label][metric] == pytest.approx(_mean(evaluated, key)), (label, metric)
-        assert rows[label]["format_ok_rate"] == pytest.approx(_mean(evaluated, "format_ok"))
+            assert rows[label][metric] == pytest.approx(mean(evaluated, key)), (label, metric)
+        assert rows[label]["format_ok_rate"] == pytest.approx(mean(evaluated, "format_ok"))
         assert rows[label]["n"] == 4
     assert rows["trained · outcome"]["average_searches"] == 2.0 and rows["trained · process"]["cem"] == 0.75
     assert rows["trained · process"]["steps"] == 2  # the steps the arm logged
@@ -345,7 +106,7 @@ def test_a_spool_becomes_an_experiment_whose_table_is_its_records(tmp_path: Path
 def test_the_replayed_experiment_shows_in_the_browser_with_its_arms_and_curves(
     tmp_path: Path, index: Index, researcher_client: Any
 ) -> None:
-    archive = _pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
+    archive = pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
     experiment = Experiment.objects.get(pk=replay_path(archive, index_folder=index.path).experiment_id)
 
     page = researcher_client.get(f"/experiments/{experiment.pk}/").content.decode()
@@ -387,12 +148,12 @@ def test_a_spool_cut_short_is_stored_failed_naming_what_it_lacks_and_cannot_be_r
 def test_a_stage_still_running_or_failed_is_left_out_and_named(tmp_path: Path, index: Index) -> None:
     folder = make_spool(tmp_path, index)
     manifest = json.loads((folder / "stages/eval-process-s0/manifest.json").read_text())
-    _json(
+    write_json(
         folder / "stages/eval-process-s0/manifest.json",
         {**manifest, "status": "running", "finished_at": None},
     )
     train = json.loads((folder / "stages/train-process-s0/manifest.json").read_text())
-    _json(folder / "stages/train-process-s0/manifest.json", {**train, "exit_code": 137})
+    write_json(folder / "stages/train-process-s0/manifest.json", {**train, "exit_code": 137})
 
     replay = experiment_spool_replay(folder, index_folder=index.path)
 
@@ -414,7 +175,7 @@ def test_a_malformed_line_names_the_spool_file_line_and_field_and_stores_nothing
     del record["text"]
     lines[1] = json.dumps(record)
     path.write_text("\n".join(lines) + "\n")
-    broken = _pack(folder, tmp_path / "broken.tar.gz")
+    broken = pack(folder, tmp_path / "broken.tar.gz")
     runs_before = Run.objects.count()
 
     with pytest.raises(DataImportError) as error:
@@ -446,13 +207,13 @@ def test_an_unreadable_batch_of_a_training_stage_is_named_with_its_line_and_noth
 def test_a_manifest_field_at_fault_is_named(tmp_path: Path, index: Index) -> None:
     folder = make_spool(tmp_path, index)
     manifest = json.loads((folder / "manifest.json").read_text())
-    _json(folder / "manifest.json", {**manifest, "seeds": [0, 2]})
+    write_json(folder / "manifest.json", {**manifest, "seeds": [0, 2]})
 
     with pytest.raises(
         DataImportError, match=r"out/manifest\.json: field 'seeds': seed k is the first seed \+ k"
     ):
         experiment_spool_replay(folder, index_folder=index.path)
-    _json(folder / "manifest.json", {**manifest, "baseline": "nobody"})
+    write_json(folder / "manifest.json", {**manifest, "baseline": "nobody"})
     with pytest.raises(
         DataImportError, match=r"manifest\.json: field 'baseline': 'nobody' is not one of the arms"
     ):
@@ -513,7 +274,7 @@ def test_a_spool_that_grew_adds_the_stages_finished_since(tmp_path: Path, index:
 
 
 def test_the_command_prints_the_table_and_names_a_bad_file(tmp_path: Path, index: Index) -> None:
-    archive = _pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
+    archive = pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
     printed = StringIO()
 
     call_command("replay_spool", str(archive), "--index", index.path, stdout=printed)
@@ -538,7 +299,7 @@ def test_the_import_page_takes_an_experiment_spool_and_links_the_experiment_it_m
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.UPLOAD_DIR = tmp_path / "uploads"
-    archive = _pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
+    archive = pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
     upload = SimpleUploadedFile("results.tar.gz", archive.read_bytes())
 
     with django_capture_on_commit_callbacks(execute=False):
@@ -564,7 +325,7 @@ def test_the_import_page_fails_a_bad_spool_naming_its_file(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.UPLOAD_DIR = tmp_path / "uploads"
-    archive = _pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
+    archive = pack(make_spool(tmp_path, index), tmp_path / "results.tar.gz")
     index.metadata = {"corpus_sha256": "0ther"}
     index.save(update_fields=["metadata"])
     uploads = {"junk.tar.gz": b"not a tar", "results.tar.gz": archive.read_bytes()}
