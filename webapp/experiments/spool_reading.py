@@ -148,6 +148,9 @@ def spool_spec(spool: ExperimentSpool, manifest: dict[str, Any], index: Index) -
     screen = manifest.get("screen") or {}
     if not isinstance(screen, dict):
         raise spool.error(MANIFEST, "expected an object", field="screen")
+    for key in ("samples", "min", "max"):
+        if not isinstance(screen.get(key, 0), int):
+            raise spool.error(MANIFEST, "expected an integer", field=f"screen.{key}")
     # The questions the screen chose from (what the web app's experiment calls its training questions), else the
     # ones trained on; those are the training runs' dataset (_train_dataset).
     chosen = "questions/candidates.jsonl" if (spool.root / "questions/candidates.jsonl").is_file() else None
