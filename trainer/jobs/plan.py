@@ -253,11 +253,15 @@ def read_split(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A split file's training pool and held-out ids (``bench/experiment3_split.py``'s ``train`` and ``held_out``)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return tuple(map(str, data["train"])), tuple(map(str, data["held_out"]))
+        train, held_out = tuple(map(str, data["train"])), tuple(map(str, data["held_out"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise PlanError(
             "--split", f"{path}: not a split file with 'train' and 'held_out' ids ({exc})"
         ) from None
+    both = sorted(set(train) & set(held_out))
+    if both:  # a held-out question trained on would measure recall, not the method
+        raise PlanError("--split", f"{path}: {len(both)} ids are both train and held_out, e.g. {both[0]!r}")
+    return train, held_out
 
 
 def _check_counts(args: argparse.Namespace) -> None:

@@ -70,6 +70,8 @@ def test_a_split_naming_unknown_questions_is_refused(
     split.write_text(json.dumps({"train": ["nq_1"], "held_out": ["nq_2", "nq_9"]}))
     err = _refused(tmp_path, capsys, f"--split={split}")
     assert f"--split {split}: 1 held_out ids not in --questions, e.g. 'nq_9'" in err
+    split.write_text(json.dumps({"train": ["nq_1", "nq_2"], "held_out": ["nq_2"]}))
+    assert "1 ids are both train and held_out, e.g. 'nq_2'" in _refused(tmp_path, capsys, f"--split={split}")
     split.write_text("[]")
     assert "not a split file with 'train' and 'held_out' ids" in _refused(
         tmp_path, capsys, f"--split={split}"
