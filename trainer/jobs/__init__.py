@@ -11,7 +11,8 @@ the training questions, every arm's training (several at once), the evaluations 
 * :mod:`trainer.jobs.evaluation`: an evaluation stage (greedy or sampled) into ``records.jsonl``;
 * :mod:`trainer.jobs.training`: each arm and seed's trainer config, the trainers as spooled subprocesses;
 * :mod:`trainer.jobs.timing`: per-step phase times of a trained run (``timing.csv``), the GPU memory check;
-* :mod:`trainer.jobs.analysis`: the table (per seed pair and pooled over seeds);
+* :mod:`trainer.jobs.analysis`: the tables' figures (per seed pair, and pooled over seeds with the decision rule);
+* :mod:`trainer.jobs.report`: ``result.json`` and ``result.md`` (and the tables in Markdown);
 * :mod:`trainer.jobs.runner`: the stages in order.
 
 Nothing here imports Django (tests/test_layers.py).

@@ -39,9 +39,11 @@ def header(plan: ExperimentPlan) -> dict[str, Any]:
     split = None
     if plan.split is not None:
         split = {"file": str(plan.split), "sha256": hashlib.sha256(plan.split.read_bytes()).hexdigest()}
-    arms = " vs ".join(f"{a.name} {a.method} {a.params}" for a in plan.arms)
+    arms = " vs ".join(
+        f"{a.name} ({' '.join([a.method, *(f'{k}={v}' for k, v in a.params.items())])})" for a in plan.arms
+    )
     return {
-        "name": plan.name or f"{arms}, up to {plan.steps} steps, on {device}",
+        "name": plan.name or f"{arms}, {plan.seeds} seed(s), up to {plan.steps} steps, on {device}",
         "arms": [a.to_json() for a in plan.arms],
         "baseline": plan.baseline,
         "seeds": plan.seed_values,
