@@ -6,7 +6,7 @@ split in file order, as ``manage.py experiment --eval-split test --eval-limit 20
 both) and then the NQ questions of lowest hash up to ``--held-out`` questions; the training pool is the other NQ
 questions without the guessable and echo ones (``scoring.splits``). Writes ``demo/experiment3_split.json``: the
 source file's SHA-256, the salt, the sizes, the counts left out and why, and every id. ``--rows DIR`` also writes
-``DIR/held_out.jsonl`` and ``DIR/train.jsonl`` (the question rows, for ``bench/experiment_gpu.py``); ``--check``
+``DIR/held_out.jsonl`` and ``DIR/train.jsonl`` (the question rows, for ``python -m trainer.jobs experiment``); ``--check``
 verifies the committed file instead of writing it.
 
     .venv/bin/python bench/experiment3_split.py            # writes demo/experiment3_split.json, prints the counts

@@ -8,8 +8,8 @@ by the start model's pass rate kept 19 training questions, every one of them gue
 λp = 0 arm learnt to answer without searching while its held-out CEM fell (the test split holds 18 guessable
 questions in 2,676; the train split 270 in 700). Dropping them from the training questions is a choice of data, not
 of reward: the papers train on HotpotQA's train set, comparisons included, so the web app's experiment keeps them
-unless asked (``--train-drop-guessable``, the form's checkbox); ``bench/experiment_gpu.py``, Experiment #2's own
-script, drops them unless asked to keep them.
+unless asked (``--train-drop-guessable``, the form's checkbox); ``python -m trainer.jobs experiment``, the stage runner,
+drops them unless asked to keep them.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ class Command(BaseCommand):
         "Replay a spool written on a machine without searchlab: a run's (python -m trainer.report_client "
         "--spool-only; its run is made from manifest.json, or --run) or an experiment's (python -m trainer.jobs "
         "experiment --out DIR; its experiment, stages and runs, and the table printed), or an older experiment "
-        "bundle of bench/experiment_gpu.py. PATH is the folder or a .tar.gz of it. Replaying again adds only what "
+        "bundle of the runner's predecessor (docs/experiments/). PATH is the folder or a .tar.gz of it. Replaying again adds only what "
         "is new; an unreadable file stores nothing and is named with its line and field."
     )
 
