@@ -17,6 +17,8 @@ from typing import Any
 
 from agent.budgets import BudgetError, check_budget
 from agent.judge_spec import EXPERIMENT, JudgeSpec, JudgeSpecError, judge_from_option, judge_spec_check
+from trainer.jobs import arms
+from trainer.jobs.arms import Arm
 
 REPO = Path(__file__).resolve().parents[2]
 WARM_START_RECIPE = REPO / "demo" / "experiment2_warm_start.toml"
@@ -30,16 +32,6 @@ class PlanError(ValueError):
     def __init__(self, flag: str, message: str) -> None:
         super().__init__(f"{flag} {message}")
         self.flag, self.message = flag, message
-
-
-@dataclass(frozen=True)
-class Arm:
-    name: str
-    method: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "method": self.method, "params": dict(self.params)}
 
 
 @dataclass
@@ -224,29 +216,10 @@ def smoke_settings(plan: ExperimentPlan) -> ExperimentPlan:
 
 def parse_arm(text: str) -> Arm:
     """``NAME=METHOD[:KEY=VALUE,...]`` (``process=hiprag:lambda_p=0.4``), the weights checked as the method's."""
-    from scoring.errors import ScoringInputError
-    from scoring.scorer import METHODS, method_params
-
-    name, _, rest = text.partition("=")
-    method, _, weights = rest.partition(":")
-    if not name.strip() or not method:
-        raise PlanError("--arm", f"{text!r}: expected NAME=METHOD[:KEY=VALUE,...]")
-    if method not in METHODS:
-        raise PlanError("--arm", f"{text!r}: method {method!r} is not one of {', '.join(METHODS)}")
-    params: dict[str, Any] = {}
-    for item in filter(None, weights.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise PlanError("--arm", f"{text!r}: weight {item!r} is not KEY=VALUE")
-        try:
-            params[key] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key] = value
     try:
-        method_params(method, params)
-    except ScoringInputError as exc:
-        raise PlanError("--arm", f"{text!r}: {exc}") from None
-    return Arm(name.strip(), method, params)
+        return arms.parse_arm(text, check=True)
+    except arms.ArmError as exc:
+        raise PlanError("--arm", exc.message) from None
 
 
 def read_split(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:

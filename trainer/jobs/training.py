@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.jobs.plan import REPO, Arm, ExperimentPlan
+from trainer.jobs.arms import Arm
+from trainer.jobs.plan import REPO, ExperimentPlan
 from trainer.jobs.spool import ExperimentSpool, clear_run_spool, write_json
 
 

@@ -4,7 +4,6 @@ comes from ``manage.py experiment`` or the browser."""
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -22,6 +21,8 @@ from trainer.config import (
     merge,
     set_path,
 )
+from trainer.jobs import arms
+from trainer.jobs.arms import Arm
 from trainer.placement import STARTABLE, Placement
 from webapp.common.methods import METHOD_NAMES, evidence_judge_problem
 from webapp.training.executors import ray_configured
@@ -127,38 +128,13 @@ IMPORTED_FROM = "imported_from"
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 
 
-@dataclass(frozen=True, slots=True)
-class Arm:
-    """One arm of an experiment: a name, the reward method it trains with and that method's weights (as
-    scoring.scorer.score takes them). Arms of one method differ only in their weights: HiPRAG's Table 2 compares
-    λp = 0 (outcome and format only) with λp = 0.4 in one format, prompt, parser and judge."""
-
-    name: str
-    method: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        weights = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"{self.name} = {self.method}" + (f" ({weights})" if weights else "")
-
-
 def parse_arm(text: str) -> Arm:
-    """``name=method:key=value,key=value`` (``outcome=hiprag:lambda_p=0``), ``name=method`` or a bare ``method``
-    (an arm named after it). Values are JSON where they parse (numbers, true/false), else strings."""
-    name, _, rest = text.strip().partition("=") if "=" in text.split(":", 1)[0] else ("", "", text.strip())
-    method, _, weights = rest.partition(":")
-    method = method.strip()
-    params: dict[str, Any] = {}
-    for item in filter(None, (w.strip() for w in weights.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ExperimentConfigError("arm", f"{text!r}: a weight is key=value, got {item!r}")
-        try:
-            params[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key.strip()] = value.strip()
-    return Arm(name=name.strip() or method, method=method, params=params)
+    """``name=method:key=value,…``, ``name=method`` or a bare ``method`` (:func:`trainer.jobs.arms.parse_arm`); the
+    method and weights are checked by :func:`experiment_spec_check`, naming the arm."""
+    try:
+        return arms.parse_arm(text)
+    except arms.ArmError as exc:
+        raise ExperimentConfigError("arm", exc.message) from None
 
 
 # The number of seed pairs, declared once: ExperimentSpec.seeds, the form's field and the command's --seeds.

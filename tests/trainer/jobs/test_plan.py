@@ -124,5 +124,5 @@ def test_the_plan_holds_the_arms_seeds_and_smoke_settings(tmp_path: Path) -> Non
 def test_an_arm_reads_its_weights_as_numbers() -> None:
     arm = parse_arm("bonus=hiprag:lambda_p=0.2,lambda_f=0.1")
     assert (arm.name, arm.method, arm.params) == ("bonus", "hiprag", {"lambda_p": 0.2, "lambda_f": 0.1})
-    with pytest.raises(PlanError, match="weight 'lambda_p' is not KEY=VALUE"):
+    with pytest.raises(PlanError, match="a weight is key=value, got 'lambda_p'"):
         parse_arm("a=hiprag:lambda_p")
