@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from trainer import spool as run_spool
+from trainer.jobs.spool import evaluation_manifest
 from trainer.report_client import OutputTailer
 from webapp.common.importing import DataImportError
-from webapp.experiments.spool_reading import EVALUATION_FORMAT, FORMAT, MANIFEST
+from webapp.experiments.spool_reading import FORMAT, MANIFEST
 
 DESCRIPTION = "experiment.json"  # what tells a bundle from a spool (which has manifest.json)
 QUESTIONS = {
@@ -79,21 +80,19 @@ def _evaluation(
     with source.open("rb") as handle:
         questions = sum(1 for line in handle if line.strip())
     manifest = {
-        "format": EVALUATION_FORMAT,
-        "version": 1,
-        "role": role,
-        "method": method,
-        "arm": arm,
-        "seed": seed,
-        "sample": sample,
-        "model": model,
-        "temperature": 0.0,
-        "questions": questions,
+        **evaluation_manifest(
+            role=role,
+            method=method,
+            model=model,
+            temperature=0.0,
+            questions=questions,
+            arm=arm,
+            seed=seed,
+            sample=sample,
+        ),
         "started_at": None,
         "finished_at": _mtime(source),
         "status": "finished",
-        "error": "",
-        "seconds": None,
     }
     _write_json(folder / MANIFEST, manifest)
 

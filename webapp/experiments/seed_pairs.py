@@ -22,27 +22,16 @@ from webapp.runs.models import Run
 POOLED_METRICS = ("average_searches", "osr", "cem", "em", "acc")
 
 
+_DIFFERENCE_FIELDS = ("metric", "baseline", "method", "difference", "low", "high", "excludes_zero")
+
+
 def _pair_metric(d: Difference) -> dict[str, Any]:
-    return {
-        "metric": d.metric,
-        "baseline": d.baseline,
-        "method": d.method,
-        "difference": d.difference,
-        "low": d.low,
-        "high": d.high,
-        "excludes_zero": d.excludes_zero,
-    }
+    return {name: getattr(d, name) for name in _DIFFERENCE_FIELDS}
 
 
 def _pooled_metric(d: PooledDifference) -> dict[str, Any]:
     return {
-        "metric": d.metric,
-        "baseline": d.baseline,
-        "method": d.method,
-        "difference": d.difference,
-        "low": d.low,
-        "high": d.high,
-        "excludes_zero": d.excludes_zero,
+        **{name: getattr(d, name) for name in _DIFFERENCE_FIELDS},
         "same_sign": d.same_sign,
         "n_pairs_defined": d.n_pairs_defined,
         "n_undefined": d.n_undefined,
