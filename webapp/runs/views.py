@@ -8,12 +8,14 @@ from django.views.decorators.http import require_POST
 
 from webapp.runs import hooks, selectors, services
 from webapp.runs.models import Run
+from webapp.runs.queue_wait import queue_wait, queue_waits
 
 
 def home(request: HttpRequest) -> HttpResponse:
     runs = list(selectors.run_list()[:100])
     headlines = selectors.run_headlines(run_ids=[run.pk for run in runs])
-    rows = [(run, selectors.headline_cells(headlines.get(run.pk, {}))) for run in runs]
+    waits = queue_waits(runs=runs)
+    rows = [(run, selectors.headline_cells(headlines.get(run.pk, {})), waits.get(run.pk)) for run in runs]
     context = {"rows": rows, "headline_columns": selectors.HEADLINE_COLUMNS}
     return render(request, "runs/home.html", context)
 
@@ -38,6 +40,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _checked_run(run_id)
     context = {
         "run": run,
+        "queue_wait": queue_wait(run=run),
         "metrics": sorted(selectors.metric_latest(run_id=run.pk).items()),
         "overlay_runs": selectors.overlay_candidates(run=run),
         "flat_steps": selectors.steps_without_spread(run_id=run.pk),
@@ -50,7 +53,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 def run_status(request: HttpRequest, run_id: int) -> HttpResponse:
     """The status fragment the run page polls with htmx while the run is active."""
-    return render(request, "runs/_run_status.html", {"run": _checked_run(run_id)})
+    run = _checked_run(run_id)
+    return render(request, "runs/_run_status.html", {"run": run, "queue_wait": queue_wait(run=run)})
 
 
 def run_trajectories(request: HttpRequest, run_id: int) -> HttpResponse:
