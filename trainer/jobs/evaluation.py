@@ -34,6 +34,8 @@ class EvaluationStage:
     arm: str = ""
     pair_seed: int | None = None  # the seed the model was trained with (the manifest's ``seed``)
     sample: int = 0
+    engine: str = "transformers"  # or "vllm" (agent.backend_vllm)
+    batch_size: int = 0  # questions per batch (0: all at once)
 
 
 def questions_of(rows: list[dict[str, Any]]) -> list[Any]:
@@ -101,7 +103,12 @@ def evaluate_model(
     from agent.rollout_methods import METHODS
     from retrieval.api import searcher_for_index
 
-    backend = TransformersBackend.from_pretrained(stage.model, threads=4, max_batch_size=256)
+    if stage.engine == "vllm":
+        from agent.backend_vllm import VLLMBackend
+
+        backend: Any = VLLMBackend.for_device(stage.model)
+    else:
+        backend = TransformersBackend.from_pretrained(stage.model, threads=4, max_batch_size=256)
     config = replace(PAPER_CONFIGS[stage.method], **budgets, temperature=stage.temperature, seed=stage.seed)
     result = evaluate_sync(
         backend,
@@ -111,7 +118,7 @@ def evaluate_model(
         judges=build_judges(judge, backend),
         config=config,
         params=stage.params,
-        batch_size=len(rows),
+        batch_size=stage.batch_size or len(rows),
     )
     format_name = METHODS[stage.method].format
     return [record_row(record, format_name) for record in result.records]

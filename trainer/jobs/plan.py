@@ -10,28 +10,30 @@ method or weight out of range, a budget or judge setting the rollout cannot run 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.budgets import BudgetError, check_budget
-from agent.judge_spec import EXPERIMENT, JudgeSpec, JudgeSpecError, judge_from_option, judge_spec_check
+from agent.judge_spec import JudgeSpec
 from trainer.jobs import arms
 from trainer.jobs.arms import Arm
+from trainer.jobs.plan_checks import (
+    FLAG_OF_FIELD,
+    PlanError,
+    check_counts,
+    check_index,
+    check_questions,
+    judge_of,
+    parse_trainer_values,
+    read_split,
+    split_rows,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 WARM_START_RECIPE = REPO / "demo" / "experiment2_warm_start.toml"
 DEFAULT_ARMS = ("outcome=hiprag:lambda_p=0.0", "process=hiprag:lambda_p=0.4")
 SHARED_DATA = Path("../shared/data/wiki_multihop")
-
-
-class PlanError(ValueError):
-    """A setting the experiment cannot run with: ``flag`` names it (``--split``), ``message`` says why."""
-
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(f"{flag} {message}")
-        self.flag, self.message = flag, message
+EVAL_ENGINES = ("transformers", "vllm")
 
 
 @dataclass
@@ -68,6 +70,14 @@ class ExperimentPlan:
     eval_reserve: float = 120.0
     concurrent: int = 0  # trainers at once (0: all)
     gpu_memory_per_run: float = 0.0  # GiB per trainer on CUDA (0: estimated from the model's size)
+    index: Path | None = (
+        None  # a built index folder (retrieval.index), used instead of building BM25 in --work
+    )
+    algorithm: str = "grpo"
+    trainer_values: dict[str, Any] = field(default_factory=dict)  # --set: trainer config values, every arm's
+    screen_unscreened_share: float = 0.0
+    eval_batch_size: int = 0  # questions per evaluation batch (0: all at once)
+    eval_engine: str = "transformers"
     screen_only: bool = False
     smoke: bool = False
 
@@ -147,6 +157,22 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge", default="evidence", help="an agent.judge_spec kind, or an http(s):// endpoint")
     p.add_argument("--judge-model", default="", help="the model the judge endpoint serves")
     p.add_argument("--judge-api-key-env", default="", help="the variable holding the judge endpoint's key")
+    p.add_argument(
+        "--judge-spec",
+        default="",
+        help="the whole judge as agent.judge_spec.JudgeSpec JSON (overrides --judge)",
+    )
+    p.add_argument(
+        "--screen-unscreened-share", type=float, default=0.0, help="a share of the kept set drawn unscreened"
+    )
+    p.add_argument("--algorithm", default="grpo", help="the trainer's algorithm (trainer.config.ALGORITHMS)")
+    p.add_argument(
+        "--set",
+        action="append",
+        dest="trainer_set",
+        metavar="PATH=JSON",
+        help='a trainer config value every arm trains with (repeat): training.lr_scheduler_type="cosine"',
+    )
 
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
@@ -161,6 +187,11 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         default=0,
         help="GiB a trainer needs on CUDA (0: estimated from the model's size); fewer run at once if short",
     )
+    p.add_argument("--index", type=Path, help="a built index folder (used instead of BM25 over --corpus)")
+    p.add_argument("--eval-batch-size", type=int, default=0, help="questions per evaluation batch (0: all)")
+    p.add_argument(
+        "--eval-engine", default="transformers", choices=EVAL_ENGINES, help="the evaluations' engine"
+    )
     p.add_argument("--screen-only", action="store_true", help="stop after the screen (questions/train.jsonl)")
     p.add_argument("--smoke", action="store_true", help="a tiny random model, a few questions, 2 steps")
 
@@ -168,23 +199,25 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
 def plan_from_args(args: argparse.Namespace) -> ExperimentPlan:
     """The checked plan of parsed arguments; :class:`PlanError` names the first flag at fault."""
     for flag, path in (("--corpus", args.corpus), ("--questions", args.questions)):
-        if not path.is_file():
+        if not path.is_file() and not (flag == "--corpus" and args.index):
             raise PlanError(flag, f"{path}: no such file")
+    check_index(args.index)
     if not (args.smoke or args.start_model or (args.gguf and args.gguf.is_file())):
         raise PlanError("--gguf", "FILE (the base model), --start-model FOLDER, or --smoke is needed")
     if args.start_model and not (args.start_model / "config.json").is_file():
         raise PlanError("--start-model", f"{args.start_model}: not a model folder (no config.json)")
     arms = tuple(parse_arm(text) for text in (args.arms or DEFAULT_ARMS))
     names = [a.name for a in arms]
-    if len(set(names)) != len(names) or len(arms) < 2:
-        raise PlanError("--arm", f"two or more arms with different names, got {names}")
+    if len(set(names)) != len(names):
+        raise PlanError("--arm", f"arms with different names, got {names}")
     baseline = args.baseline or names[0]
     if baseline not in names:
         raise PlanError("--baseline", f"{baseline!r} is not an arm ({', '.join(names)})")
     split_train, split_held_out = read_split(args.split) if args.split else ((), ())
-    _check_counts(args)
-    judge = _judge(args)
-    _check_questions(args.questions, args.split, split_train, split_held_out)
+    check_counts(args)
+    judge = judge_of(args)
+    trainer_values = parse_trainer_values(args.trainer_set or ())
+    check_questions(args.questions, args.split, split_train, split_held_out)
     eval_limit = args.eval_limit or (len(split_held_out) if args.split else 200)
     plan = ExperimentPlan(
         **{k: getattr(args, k) for k in PLAIN_FIELDS},
@@ -194,14 +227,18 @@ def plan_from_args(args: argparse.Namespace) -> ExperimentPlan:
         split_held_out=split_held_out,
         eval_limit=eval_limit,
         judge=judge,
+        trainer_values=trainer_values,
     )
-    return smoke_settings(plan) if plan.smoke else plan
+    plan = smoke_settings(plan) if plan.smoke else plan
+    check_arm_configs(plan)
+    return plan
 
 
 PLAIN_FIELDS = (
     "work out corpus questions gguf start_model warm_start_recipe name seed seeds steps learning_rate temperature "
     "num_generations max_turns max_rollout_tokens train_limit keep_guessable split screen_samples screen_min "
-    "screen_max deadline eval_reserve concurrent gpu_memory_per_run screen_only smoke"
+    "screen_max deadline eval_reserve concurrent gpu_memory_per_run screen_only smoke index algorithm "
+    "screen_unscreened_share eval_batch_size eval_engine"
 ).split()
 
 
@@ -222,81 +259,18 @@ def parse_arm(text: str) -> Arm:
         raise PlanError("--arm", exc.message) from None
 
 
-def read_split(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A split file's training pool and held-out ids (``bench/experiment3_split.py``'s ``train`` and ``held_out``)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        train, held_out = tuple(map(str, data["train"])), tuple(map(str, data["held_out"]))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise PlanError(
-            "--split", f"{path}: not a split file with 'train' and 'held_out' ids ({exc})"
-        ) from None
-    both = sorted(set(train) & set(held_out))
-    if both:  # a held-out question trained on would measure recall, not the method
-        raise PlanError("--split", f"{path}: {len(both)} ids are both train and held_out, e.g. {both[0]!r}")
-    return train, held_out
-
-
-def _check_counts(args: argparse.Namespace) -> None:
-    for name in ("steps", "num_generations", "train_limit", "seeds"):
-        if getattr(args, name) < 1:
-            raise PlanError(f"--{name.replace('_', '-')}", f"{getattr(args, name)}: must be at least 1")
-    if args.eval_limit is not None and args.eval_limit < 1:
-        raise PlanError("--eval-limit", f"{args.eval_limit}: must be at least 1")
-    for name in ("max_turns", "max_rollout_tokens"):
-        try:
-            check_budget(name, getattr(args, name))
-        except BudgetError as exc:
-            raise PlanError(f"--{name.replace('_', '-')}", exc.message) from None
-    if args.deadline < 0 or args.eval_reserve < 0:
-        raise PlanError("--deadline", "and --eval-reserve are seconds, 0 or more")
-    if args.concurrent < 0 or args.gpu_memory_per_run < 0:
-        raise PlanError("--concurrent", "and --gpu-memory-per-run are 0 or more")
-    if args.screen_samples < 0 or not 0 <= args.screen_min <= args.screen_max:
-        raise PlanError("--screen-min", f"{args.screen_min}..{args.screen_max}: need 0 ≤ min ≤ max")
-    if args.screen_only and args.screen_samples == 0:
-        raise PlanError("--screen-only", "needs a screen (--screen-samples 1 or more)")
-
-
-def _judge(args: argparse.Namespace) -> JudgeSpec:
-    try:
-        spec = judge_from_option(
-            args.judge, use=EXPERIMENT, model=args.judge_model, api_key_env=args.judge_api_key_env
-        )
-        judge_spec_check(spec, EXPERIMENT)
-    except JudgeSpecError as exc:
-        flag = "--judge" if exc.field in ("kind", "base_url") else f"--judge-{exc.field.replace('_', '-')}"
-        raise PlanError(flag, exc.message) from None
-    return spec
-
-
-def _check_questions(
-    questions: Path, split: Path | None, split_train: tuple[str, ...], split_held_out: tuple[str, ...]
-) -> None:
-    """A bad line is named (file:line) before any model loads; the splits the run draws on must exist."""
+def check_arm_configs(plan: ExperimentPlan) -> None:
+    """Every arm's trainer config built once (trainer.config's rules) before anything runs; the flag is named."""
     from trainer.config import ConfigError
-    from trainer.train import read_question_rows
+    from trainer.jobs.training import arm_config
 
-    try:
-        rows = read_question_rows(questions)
-    except ConfigError as exc:
-        raise PlanError("--questions", str(exc).split(": ", 1)[-1]) from None
-    if split is None:
-        for name in ("train", "test"):
-            if not split_rows(rows, name):
-                raise PlanError(
-                    "--questions", f"{questions}: no question whose metadata.split starts with {name!r}"
-                )
-        return
-    known = {str(r["id"]) for r in rows}
-    for name, ids in (("train", split_train), ("held_out", split_held_out)):
-        missing = [qid for qid in ids if qid not in known]
-        if missing:
-            raise PlanError(
-                "--split", f"{split}: {len(missing)} {name} ids not in --questions, e.g. {missing[0]!r}"
-            )
+    where = Path("(checked)")
+    for arm in plan.arms:
+        try:
+            arm_config(plan, arm, plan.seed, where, where, where, where)
+        except ConfigError as exc:
+            flag = FLAG_OF_FIELD.get(exc.field, "--set")
+            raise PlanError(flag, f"{arm.name}: {exc}") from None
 
 
-def split_rows(rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
-    """``webapp.experiments.inputs``' rule: ``metadata.split`` starts with ``split``."""
-    return [r for r in rows if str((r.get("metadata") or {}).get("split", "")).startswith(split)]
+__all__ = ["PlanError", "read_split", "split_rows"]

@@ -82,7 +82,7 @@ def run_experiment(plan: ExperimentPlan) -> int:
 def _run(plan: ExperimentPlan, spool: ExperimentSpool) -> list[str]:
     """The stages; the failures that did not stop the run (a trainer that exited non-zero)."""
     work = plan.work.resolve()
-    index = work / "index-bm25"
+    index = plan.index.resolve() if plan.index else work / "index-bm25"
     ensure_index(plan.corpus.resolve(), index, spool)
     start = start_model(plan, index, spool)
     spool.update(start_model=str(start))
@@ -114,6 +114,8 @@ def _run(plan: ExperimentPlan, spool: ExperimentSpool) -> list[str]:
             seed=job.seed,
             arm=job.arm.name,
             pair_seed=job.seed,
+            engine=plan.eval_engine,
+            batch_size=plan.eval_batch_size,
         )
         run_stage(spool, stage, eval_rows, index, budgets, plan.judge)
         spool.add_phase("eval", time.perf_counter() - started)
@@ -161,7 +163,16 @@ def train_and_evaluate_start(
     try:
         for method in plan.methods:
             begun = time.perf_counter()
-            stage = EvaluationStage(f"start-{method}", "start_eval", method, str(start), {}, seed=plan.seed)
+            stage = EvaluationStage(
+                f"start-{method}",
+                "start_eval",
+                method,
+                str(start),
+                {},
+                seed=plan.seed,
+                engine=plan.eval_engine,
+                batch_size=plan.eval_batch_size,
+            )
             run_stage(spool, stage, eval_rows, index, budgets, plan.judge)
             spool.add_phase("start_eval", time.perf_counter() - begun)
         thread.join()

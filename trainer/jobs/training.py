@@ -29,13 +29,14 @@ def arm_config(
     plan: ExperimentPlan, arm: Arm, seed: int, start: Path, train: Path, index: Path, output_dir: Path
 ) -> Any:
     """The arm's trainer config (``trainer.config.RunConfig``): the web app experiment's (webapp.experiments.
-    stage_specs.training_config) with pilot d's knobs; within a seed pair the arms differ in their reward alone."""
-    from trainer.config import DEMO_TRAINABLE_LAYERS, config_from_dict
+    stage_specs.training_config) with pilot d's knobs, ``--set``'s values laid over them; within a seed pair the
+    arms differ in their reward alone."""
+    from trainer.config import DEMO_TRAINABLE_LAYERS, config_from_dict, merge
 
     values = {
         "output_dir": str(output_dir),
         "method": arm.method,
-        "algorithm": "grpo",
+        "algorithm": plan.algorithm,
         "model": {"path": str(start), "trainable_layers": DEMO_TRAINABLE_LAYERS, "torch_threads": 4},
         "data": {"path": str(train)},
         "rollout": {
@@ -44,7 +45,8 @@ def arm_config(
             "max_turns": plan.max_turns,
             "max_rollout_tokens": plan.max_rollout_tokens,
         },
-        "reward": {"params": dict(arm.params), "tiresrag_group_shaping": True},
+        # PPO's advantages come from the critic, so TIRESRAG's GRPO group shaping is off under PPO.
+        "reward": {"params": dict(arm.params), "tiresrag_group_shaping": plan.algorithm == "grpo"},
         "training": {
             "max_steps": plan.steps,
             "seed": seed,
@@ -59,7 +61,7 @@ def arm_config(
         },
         "logging": {"sample_every": 1},
     }
-    return config_from_dict(values)
+    return config_from_dict(merge(values, plan.trainer_values))
 
 
 def train_key(arm: str, seed: int) -> str:

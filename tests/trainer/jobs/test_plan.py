@@ -90,7 +90,15 @@ def test_a_question_file_without_the_splits_it_needs_is_refused(
     [
         (["--arm=a=nomethod"], "--arm 'a=nomethod': method 'nomethod' is not one of"),
         (["--arm=a=hiprag:lambda_p=11", "--arm=b=hiprag"], "--arm 'a=hiprag:lambda_p=11': params.lambda_p"),
-        (["--arm=a=hiprag"], "--arm two or more arms with different names"),
+        (["--arm=a=hiprag", "--arm=a=search_r1"], "--arm arms with different names, got ['a', 'a']"),
+        (["--set=training.nothing=1"], "--set training.nothing: no trainer config field"),
+        (["--set=training.lr_scheduler_type=sometimes"], "--set outcome: training.lr_scheduler_type"),
+        (["--set", "training.learning_rate"], "--set 'training.learning_rate': PATH=VALUE"),
+        (["--learning-rate=-1"], "--learning-rate outcome: training.learning_rate"),
+        (["--index=/nowhere"], "--index /nowhere: not an index folder"),
+        (["--judge-spec=[1]"], "--judge-spec not a judge spec as JSON"),
+        (["--screen-unscreened-share=1"], "--screen-unscreened-share 1.0: a share in [0, 1)"),
+        (["--eval-engine=sglang"], "--eval-engine: invalid choice: 'sglang'"),
         (["--baseline=none"], "--baseline 'none' is not an arm (outcome, process)"),
         (["--max-turns=99"], "--max-turns must be ≤ 50, got 99"),
         (["--seeds=0"], "--seeds 0: must be at least 1"),
@@ -119,6 +127,21 @@ def test_the_plan_holds_the_arms_seeds_and_smoke_settings(tmp_path: Path) -> Non
     assert plan.split_held_out == ("nq_2",) and plan.eval_limit == 1  # the split's held-out questions, all
     assert (plan.steps, plan.num_generations, plan.train_limit, plan.screen_min) == (2, 2, 8, 0)  # --smoke
     assert plan.judge.kind == "evidence" and plan.judge.rollout_option() == "evidence"
+
+
+def test_the_web_apps_settings_reach_every_arms_trainer_config(tmp_path: Path) -> None:
+    """What an experiment started in the browser sets beyond the runner's own flags (``--set``, the algorithm, the
+    judge as a whole spec, one arm) is in every arm's trainer config."""
+    from trainer.jobs.training import arm_config
+
+    judge = json.dumps({"kind": "evidence", "timeout": 12.0})
+    more = ["--arm=only=search_r1", "--algorithm=grpo", "--set=training.lr_scheduler_type=cosine"]
+    more += ["--set=rollout.max_turn_tokens=300", f"--judge-spec={judge}", "--eval-batch-size=4"]
+    plan = plan_from_args(parser().parse_args(_args(tmp_path, *more)[1:]))
+    assert [a.name for a in plan.arms] == ["only"] and plan.eval_batch_size == 4
+    assert plan.judge.timeout == 12.0
+    config = arm_config(plan, plan.arms[0], 0, tmp_path, tmp_path, tmp_path, tmp_path)
+    assert config.training.lr_scheduler_type == "cosine" and config.rollout.max_turn_tokens == 300
 
 
 def test_an_arm_reads_its_weights_as_numbers() -> None:
