@@ -18,7 +18,6 @@ from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.experiments.inputs import experiment_dataset, index_for_folder
 from webapp.experiments.models import ExperimentRun
-from webapp.experiments.services import Stage
 from webapp.experiments.specs import (
     KNOBS,
     Arm,
@@ -27,6 +26,7 @@ from webapp.experiments.specs import (
     JudgeChoice,
     experiment_spec_check,
 )
+from webapp.experiments.stage_links import Stage
 
 FORMAT = "searchlab-experiment-spool"
 EVALUATION_FORMAT = "searchlab-evaluation-spool"

@@ -33,7 +33,6 @@ from webapp.common.importing import DataImportError
 from webapp.datasets.models import Dataset
 from webapp.evaluation.services import evaluation_report_ensure
 from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.experiments.services import Stage, experiment_stages, experiment_store_result, stage_attach
 from webapp.experiments.specs import (
     IMPORTED_FROM,
     Arm,
@@ -53,9 +52,16 @@ from webapp.experiments.spool_reading import (
     stage_failure,
     stage_key,
 )
+from webapp.experiments.stage_links import (
+    Stage,
+    experiment_stages,
+    experiment_store_result,
+    stage_attach,
+    stage_link,
+)
 from webapp.experiments.stage_specs import evaluation_spec
 from webapp.runs.models import Run
-from webapp.runs.services import run_create
+from webapp.runs.services import run_create, run_mark_finished
 from webapp.training.spool_replay import spool_replay
 from webapp.trajectories.services import trajectory_import
 
@@ -159,25 +165,28 @@ def _train_dataset(spool: ExperimentSpool) -> Dataset:
     return spool_dataset(spool, "questions/train.jsonl", "train-screened")
 
 
-def _train_run(replay: _Replay, stage: Stage, key: str) -> Run:
+def _train_run(replay: _Replay, stage: Stage, key: str, *, finished: bool = True) -> Run:
     """The stage's run spool replayed into a run of its own (webapp.training.spool_replay), then named as the
-    experiment's training and given its dataset and index."""
+    experiment's training and given its dataset and index; ``finished=False``: a trainer still running (its curve
+    so far; a later replay finds the run by the spool's id and adds the rest)."""
     spool, spec = replay.spool, replay.spec
     result = spool_replay(spool.root / "stages" / key, user=replay.user, label=spool.where(f"stages/{key}"))
     run = Run.objects.get(pk=result.run_id)
     run.config = {**(run.config or {}), IMPORTED_FROM: spool.where(f"stages/{key}")}
+    train = spool.root / "questions" / "train.jsonl"
     Run.objects.filter(pk=run.pk).update(
         name=f"exp{replay.experiment.pk} train · {stage.arm}"
         + (f" · seed {stage.seed}" if stage.paired else ""),
-        dataset_id=_train_dataset(spool).pk,
+        dataset_id=_train_dataset(spool).pk if train.is_file() else run.dataset_id,
         index_id=spec.index_id,
         config=run.config,
     )
-    # The trainer exited 0 (what makes the stage finished): a spool whose last batch lacks the final status still
-    # ends its run finished.
-    Run.objects.filter(pk=run.pk, finished_at__isnull=True).update(
-        status=Run.Status.FINISHED, finished_at=run.heartbeat_at or timezone.now()
-    )
+    if finished:
+        # The trainer exited 0 (what makes the stage finished): a spool whose last batch lacks the final status
+        # still ends its run finished.
+        Run.objects.filter(pk=run.pk, finished_at__isnull=True).update(
+            status=Run.Status.FINISHED, finished_at=run.heartbeat_at or timezone.now()
+        )
     return Run.objects.get(pk=run.pk)
 
 
@@ -196,22 +205,32 @@ def _experiment(
     )
 
 
-def _replay_stages(replay: _Replay) -> tuple[list[str], list[str]]:
-    """Store every finished stage not stored yet; the keys added and those not finished."""
+def _replay_stages(replay: _Replay, *, live: bool = False) -> tuple[list[str], list[str]]:
+    """Store every finished stage not stored yet; the keys added and those not finished. ``live``: a training stage
+    whose trainer still runs is replayed too (its run grows as the trainer reports)."""
     experiment, spec = replay.experiment, replay.spec
     for link in ExperimentRun.objects.filter(experiment=experiment).select_related("run"):
         replay.keep(Stage(link.role, link.method, link.arm, link.seed), link.run)
     added, missing = [], []
     for position, stage in enumerate(experiment_stages(spec)):
         key = stage_key(stage)
-        stored = ExperimentRun.objects.filter(
-            experiment=experiment, role=stage.role, method=stage.method, arm=stage.arm, seed=stage.seed
-        )
-        if stored.exists():
+        stored = stage_link(experiment, stage)
+        if stored is not None and stored.run.status == Run.Status.FINISHED:
             continue  # a replay before stored it
         manifest = finished_stage(replay.spool, stage, key)
         if manifest is None:
             missing.append(key)
+            if (
+                live
+                and stage.role == ROLE.TRAIN
+                and (replay.spool.root / "stages" / key / MANIFEST).is_file()
+            ):
+                run = _train_run(replay, stage, key, finished=False)
+                if stored is not None and stored.run_id != run.pk and stored.run.is_active:
+                    # the runner restarted this trainer (a resume): its earlier run ends here
+                    run_mark_finished(run_id=stored.run_id, status=Run.Status.CRASHED, error="restarted")
+                replay.keep(stage, run)
+                stage_attach(experiment, stage, position, run)
             continue
         if stage.role == ROLE.TRAIN:
             run = _train_run(replay, stage, key)
@@ -221,6 +240,28 @@ def _replay_stages(replay: _Replay) -> tuple[list[str], list[str]]:
         stage_attach(experiment, stage, position, run)
         added.append(key)
     return added, missing
+
+
+def experiment_spool_follow(experiment_id: int, folder: str | Path) -> ExperimentReplay:
+    """Bring an experiment of this app up to date with the spool its stage runner writes (webapp.experiments.
+    runner_follow): its own spec, datasets and index; the finished stages not stored yet, and the trainers still
+    running. Its status is the caller's to set. All or nothing; raises DataImportError."""
+    folder = Path(folder)
+    spool = ExperimentSpool(root=folder, shown=str(folder))
+    with transaction.atomic():
+        experiment = Experiment.objects.select_for_update().get(pk=experiment_id)
+        if not (folder / MANIFEST).is_file():
+            return ExperimentReplay(experiment=experiment, created=False)
+        manifest = read_manifest(spool)
+        if (experiment.spec or {}).get(SPOOL_ID) != manifest["id"]:
+            experiment.spec = {**experiment.spec, SPOOL_ID: manifest["id"]}
+            experiment.save(update_fields=["spec"])
+        spec = ExperimentSpec.from_json(experiment.spec)
+        added, missing = _replay_stages(_Replay(spool, experiment, spec, experiment.created_by), live=True)
+        if any(not key.startswith(("train-", "screen-")) for key in added):
+            experiment_store_result(experiment_id=experiment.pk)  # the seeded result, once per evaluation
+    experiment.refresh_from_db()
+    return ExperimentReplay(experiment=experiment, created=False, added=added, missing=missing)
 
 
 def experiment_spool_replay(
@@ -243,6 +284,10 @@ def experiment_spool_replay(
     log_lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
     with transaction.atomic():
         found = Experiment.objects.select_for_update().filter(spec__spool_id=manifest["id"]).first()
+        if found is not None and not (found.spec or {}).get(
+            IMPORTED_FROM
+        ):  # an experiment of this app's runner
+            return experiment_spool_follow(found.pk, folder)
         index = spool_index(spool, index_folder, (found.spec or {}).get("index_id") if found else None)
         spec = spool_spec(spool, manifest, index)
         if found is None:

@@ -124,24 +124,33 @@ def runtime_env(run: Run, *, token: str, questions: str) -> dict[str, Any]:
     env_vars = {
         "SEARCHLAB_RUN_CONFIG": json.dumps(job_config(run), indent=2),
         "SEARCHLAB_RUN_TOKEN": token,
-        "PYTHONPATH": str(settings.BASE_DIR),
-        "PYTHONUNBUFFERED": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
         # Ray signals every process of the job: SIGINT is the trainer's cooperative stop (trainer.stop), and
         # the wrapper must not send it a second one.
         "RAY_JOB_STOP_SIGNAL": "SIGINT",
         "SEARCHLAB_STOP_REACHES_CHILD": "1",
-        "RAY_JOB_STOP_WAIT_TIME_S": str(settings.TRAINING_STOP_GRACE_SECONDS + 30),
     }
     if questions:
         env_vars["SEARCHLAB_RUN_QUESTIONS"] = questions
-    env: dict[str, Any] = {"env_vars": env_vars}
+    return job_runtime_env(env_vars)
+
+
+def job_runtime_env(env_vars: Mapping[str, str]) -> dict[str, Any]:
+    """A searchlab job's runtime environment: the repository on the path, offline and unbuffered, Ray's stop wait,
+    ``env_vars`` (the job's own), and settings.RAY_RUNTIME_ENV laid over them."""
+    merged = {
+        "PYTHONPATH": str(settings.BASE_DIR),
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "RAY_JOB_STOP_WAIT_TIME_S": str(settings.TRAINING_STOP_GRACE_SECONDS + 30),
+        **env_vars,
+    }
+    env: dict[str, Any] = {"env_vars": merged}
     extra = getattr(settings, "RAY_RUNTIME_ENV", None)
     if isinstance(extra, Mapping):
         for key, value in extra.items():
             if key == "env_vars":
-                env_vars.update(value)
+                merged.update(value)
             else:
                 env[key] = value
     return env
@@ -149,13 +158,20 @@ def runtime_env(run: Run, *, token: str, questions: str) -> dict[str, Any]:
 
 def submit(run: Run, *, url: str, token: str, questions: str) -> str:
     """Submit the run as a Ray job; its submission id (``searchlab-run-<id>-<n>``)."""
+    return submit_job(
+        entrypoint=job_entrypoint(run, url=url),
+        runtime_env=runtime_env(run, token=token, questions=questions),
+        metadata={"searchlab_run": str(run.pk), "name": run.name[:100]},
+        prefix=f"searchlab-run-{run.pk}",
+    )
+
+
+def submit_job(*, entrypoint: str, runtime_env: dict[str, Any], metadata: dict[str, str], prefix: str) -> str:
+    """Submit a searchlab job (a train run's, or an experiment's stage runner) with the entrypoint's GPUs and
+    resources of the settings; its submission id (``<prefix>-<n>``)."""
     client = job_client()
     entrypoint_resources = getattr(settings, "RAY_ENTRYPOINT_RESOURCES", None) or {}
-    kwargs: dict[str, Any] = {
-        "entrypoint": job_entrypoint(run, url=url),
-        "runtime_env": runtime_env(run, token=token, questions=questions),
-        "metadata": {"searchlab_run": str(run.pk), "name": run.name[:100]},
-    }
+    kwargs: dict[str, Any] = {"entrypoint": entrypoint, "runtime_env": runtime_env, "metadata": metadata}
     gpus = getattr(settings, "RAY_ENTRYPOINT_NUM_GPUS", 0)
     if gpus:
         kwargs["entrypoint_num_gpus"] = gpus
@@ -163,7 +179,7 @@ def submit(run: Run, *, url: str, token: str, questions: str) -> str:
         kwargs["entrypoint_resources"] = dict(entrypoint_resources)
     import uuid
 
-    return str(client.submit_job(submission_id=f"searchlab-run-{run.pk}-{uuid.uuid4().hex[:8]}", **kwargs))
+    return str(client.submit_job(submission_id=f"{prefix}-{uuid.uuid4().hex[:8]}", **kwargs))
 
 
 def outcome(status: str, *, stop_requested: bool, exit_code: int | None, message: str) -> tuple[str, str]:
