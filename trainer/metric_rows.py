@@ -28,6 +28,9 @@ Unix seconds). Keys (stable; the web app plots them):
 ``groups/process_reordered_rate``       share of groups whose order the process term changed (same)
 ``groups/spread_rate_before``           dynamic sampling: the spread share before flat groups were replaced
 ``groups/dynamic_draws``                dynamic sampling: replacement groups rolled out this step
+``groups/redraw_rounds``                dynamic sampling: replacement rounds after the batch (each a rollout call)
+``groups/spare_groups_used``            dynamic sampling: spare groups (rolled out with the batch) put in flat ones' places
+``groups/spare_groups_dropped``         dynamic sampling: spare groups rolled out and not needed this step
 ``ppo/value_loss`` … ``tiresrag/…``     algorithm- and method-specific terms
 ``val/cem``, ``val/em``, ``val/acc``    held-out questions (``validation.every_steps``), greedy at the run's budgets:
                                         cover EM (HiPRAG's CEM), EM, FlashRAG's ``acc``

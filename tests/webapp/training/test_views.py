@@ -59,10 +59,20 @@ def test_dynamic_sampling_is_a_training_setting_of_the_form(form_data):
     off = TrainingRunForm(form_data)
     assert off.is_valid(), off.errors
     assert off.run_config(output_dir="out").training.dynamic_sampling is False  # opt-in
-    on = TrainingRunForm({**form_data, "dynamic_sampling": "on", "dynamic_sampling_max_draws": 4})
+    on = TrainingRunForm(
+        {
+            **form_data,
+            "dynamic_sampling": "on",
+            "dynamic_sampling_max_draws": 4,
+            "dynamic_sampling_spare_groups": 2,
+        }
+    )
     assert on.is_valid(), on.errors
     training = on.run_config(output_dir="out").training
     assert (training.dynamic_sampling, training.dynamic_sampling_max_draws) == (True, 4)
+    assert training.dynamic_sampling_spare_groups == 2  # rolled out with the batch
+    negative = TrainingRunForm({**form_data, "dynamic_sampling": "on", "dynamic_sampling_spare_groups": -1})
+    assert "dynamic_sampling_spare_groups" in negative.errors
 
 
 def test_the_form_trains_the_demos_top_layers_by_default_and_lora_asks_for_zero(form_data):
