@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from tests.agent.conftest import PASSAGES, KeywordSearcher, ScriptedBackend
 from tests.agent.test_rollout import search_r1_policy
@@ -21,8 +20,7 @@ from webapp.corpora.models import Corpus, Index
 from webapp.evaluation import components
 from webapp.experiments import inputs
 from webapp.experiments.specs import KNOB_PATHS, ExperimentSpec, JudgeChoice
-from webapp.runs.models import MetricPoint, Run
-from webapp.runs.services import run_mark_finished, run_mark_started
+from webapp.runs.models import Run
 
 QUESTIONS = [
     {
@@ -49,6 +47,8 @@ def question_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def index(db: Any, tmp_path: Path) -> Index:
+    """An index row whose folder holds index metadata (the runner takes the folder as it is)."""
+    (tmp_path / "metadata.json").write_text(json.dumps({"corpus_sha256": "c0ffee"}))
     corpus = Corpus.objects.create(name="keywords")
     return Index.objects.create(corpus=corpus, name="bm25", kind="bm25", path=str(tmp_path), status="ready")
 
@@ -63,30 +63,31 @@ def start_model(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fake_stages(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path) -> dict[str, Any]:
-    """Scripted evaluation components and a fake supervisor; ``state["interrupt"]`` names a method whose training
-    is interrupted (KeyboardInterrupt) once, ``state["trained"]`` lists the train runs supervised."""
+    """The stage runner in a thread with scripted models (tests/webapp/experiments/fake_runner.py), launched as the
+    local placement, or through a fake Ray client (``state["ray"]``); the app's own evaluation components scripted
+    too. ``state["interrupt"]`` names a method whose training is interrupted once, ``state["fail"]`` one whose
+    trainer exits 1; ``state["trained"]`` lists the training stages launched."""
+    from tests.webapp.experiments import fake_runner
+    from trainer.jobs import evaluation, training
+    from webapp.experiments import runner_placement
+    from webapp.training import executors
+
     settings.TRAINING_RUNS_DIR = tmp_path / "runs"
     settings.EXPERIMENTS_DIR = tmp_path / "experiments"
+    settings.EXPERIMENT_POLL_SECONDS = 0.05
     searcher = KeywordSearcher(PASSAGES)
     monkeypatch.setattr(components, "build_backend", lambda spec: ScriptedBackend(any_method))
     monkeypatch.setattr(components, "build_searcher", lambda spec: searcher)
-    state: dict[str, Any] = {"interrupt": None, "trained": []}
-
-    def supervise(run_id: int, **options: object) -> str:
-        run = run_mark_started(run_id=run_id)
-        state["trained"].append(run_id)
-        if state["interrupt"] == run.method:
-            state["interrupt"] = None
-            raise KeyboardInterrupt
-        output = Path(run.config["output_dir"])
-        output.mkdir(parents=True, exist_ok=True)
-        (output / "config.json").write_text("{}")
-        for step in range(1, int(run.config["training"]["max_steps"]) + 1):  # the steps it was asked for
-            for key, value in (("osr", 0.5 / step), ("searches/mean", 2.0 / step)):
-                MetricPoint.objects.create(run=run, step=step, key=key, value=value, wall_time=timezone.now())
-        return run_mark_finished(run_id=run_id).status
-
-    monkeypatch.setattr("webapp.training.supervisor.supervise", supervise)
+    state: dict[str, Any] = {
+        "interrupt": None,
+        "fail": None,
+        "trained": [],
+        "ray": fake_runner.FakeJobClient(),
+    }
+    monkeypatch.setattr(evaluation, "evaluate_model", fake_runner.scripted_evaluation(any_method))
+    monkeypatch.setattr(training, "launch", fake_runner.fake_launch(state))
+    monkeypatch.setattr(runner_placement, "LocalRunner", lambda launch: fake_runner.ThreadRunner(launch.argv))
+    monkeypatch.setattr(executors, "job_client", lambda: state["ray"])
     return state
 
 
