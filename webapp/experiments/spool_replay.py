@@ -119,13 +119,7 @@ def _eval_run(replay: _Replay, stage: Stage, key: str, manifest: dict[str, Any])
     if stage.role == ROLE.EVAL:
         train = replay.run_of(ROLE.TRAIN.value, arm.method, arm.name, seed)
         model = str(manifest.get("model") or (train.config.get("output_dir") if train else "") or spec.model)
-        # The baseline's trained model against its start; every other arm against the baseline of its seed.
-        baseline = spec.arm(spec.baseline)
-        base = (
-            replay.run_of(ROLE.START_EVAL.value, baseline.method, "", spec.seed)
-            if arm.name == baseline.name
-            else replay.run_of(ROLE.EVAL.value, baseline.method, baseline.name, seed)
-        )
+        base = _base_run(replay, stage)
     evaluation = evaluation_spec(spec, arm, model, sample)
     dataset = Dataset.objects.get(pk=evaluation.dataset_ids[0])
     label = f"screen {sample}" if sample else "start" if stage.role == ROLE.START_EVAL else "trained"
@@ -158,6 +152,16 @@ def _eval_run(replay: _Replay, stage: Stage, key: str, manifest: dict[str, Any])
         )
     evaluation_report_ensure(run_id=run.pk)
     return Run.objects.get(pk=run.pk)
+
+
+def _base_run(replay: _Replay, stage: Stage) -> Run | None:
+    """An evaluation's base: the baseline's trained model against its start; every other arm against the baseline
+    of its seed."""
+    spec = replay.spec
+    baseline = spec.arm(spec.baseline)
+    if stage.arm == baseline.name:
+        return replay.run_of(ROLE.START_EVAL.value, baseline.method, "", spec.seed)
+    return replay.run_of(ROLE.EVAL.value, baseline.method, baseline.name, stage.seed)
 
 
 def _train_dataset(spool: ExperimentSpool) -> Dataset:
@@ -231,6 +235,9 @@ def _replay_stages(replay: _Replay, *, live: bool = False) -> tuple[list[str], l
                     run_mark_finished(run_id=stored.run_id, status=Run.Status.CRASHED, error="restarted")
                 replay.keep(stage, run)
                 stage_attach(experiment, stage, position, run)
+            continue
+        if live and stage.role == ROLE.EVAL and _base_run(replay, stage) is None:
+            missing.append(key)  # its base finished after this replay looked: the next replay stores both
             continue
         if stage.role == ROLE.TRAIN:
             run = _train_run(replay, stage, key)

@@ -84,7 +84,9 @@ def fake_stages(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path) 
         "trained": [],
         "ray": fake_runner.FakeJobClient(),
     }
-    monkeypatch.setattr(evaluation, "evaluate_model", fake_runner.scripted_evaluation(any_method))
+    monkeypatch.setattr(
+        evaluation, "evaluate_model", fake_runner.scripted_evaluation(lambda stage: any_method)
+    )
     monkeypatch.setattr(training, "launch", fake_runner.fake_launch(state))
     monkeypatch.setattr(runner_placement, "LocalRunner", lambda launch: fake_runner.ThreadRunner(launch.argv))
     monkeypatch.setattr(executors, "job_client", lambda: state["ray"])

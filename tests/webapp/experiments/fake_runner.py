@@ -47,7 +47,11 @@ class ThreadRunner:
         self.thread.join(timeout=30)
 
 
-def scripted_evaluation(policy: Callable[[str], str]) -> Callable[..., list[dict[str, Any]]]:
+def scripted_evaluation(
+    policy_for: Callable[[Any], Callable[[str], str]],
+) -> Callable[..., list[dict[str, Any]]]:
+    """trainer.jobs.evaluation.evaluate_model with the policy ``policy_for(stage)`` answering."""
+
     def evaluate_model(
         stage: Any, rows: list[dict[str, Any]], index: Path, budgets: dict[str, Any], judge: Any
     ) -> list[dict[str, Any]]:
@@ -59,7 +63,7 @@ def scripted_evaluation(policy: Callable[[str], str]) -> Callable[..., list[dict
         from agent.rollout_methods import METHODS
         from trainer.jobs.evaluation import questions_of, record_row
 
-        backend = ScriptedBackend(policy)
+        backend = ScriptedBackend(policy_for(stage))
         config = replace(
             PAPER_CONFIGS[stage.method], **budgets, temperature=stage.temperature, seed=stage.seed
         )

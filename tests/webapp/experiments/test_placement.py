@@ -4,6 +4,7 @@ test_ray.py (marked ``ray``); here a fake supervisor stands in for it."""
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def test_the_executor_is_checked(make_spec: Any, settings: Any) -> None:
     assert Experiment.objects.count() == 0
 
 
-def test_on_ray_every_arm_trains_as_a_ray_job_and_is_evaluated_here(
+def test_on_ray_the_stage_runner_is_a_ray_job_and_its_spool_is_replayed(
     make_spec: Any, fake_stages: dict[str, Any], settings: Any
 ) -> None:
     settings.RAY_ADDRESS = CLUSTER
@@ -50,65 +51,34 @@ def test_on_ray_every_arm_trains_as_a_ray_job_and_is_evaluated_here(
     experiment = services.experiment_execute(experiment_id=experiment.pk)
 
     assert experiment.status == Experiment.Status.FINISHED, experiment.error
+    [job] = fake_stages["ray"].submitted
+    assert job["submission_id"].startswith(f"searchlab-experiment-{experiment.pk}-")
+    assert " -m trainer.jobs experiment " in job["entrypoint"] and "--out" in job["entrypoint"]
+    assert job["runtime_env"]["env_vars"]["PYTHONPATH"] == str(settings.BASE_DIR)
+    assert f"Ray job {job['submission_id']} on {CLUSTER}" in experiment.log_tail
     by = {(link.role, link.arm): link.run for link in experiment.links.select_related("run")}
-    trains = [by[("train", arm)] for arm in ("search_r1", "hiprag")]
-    assert fake_stages["trained"] == [run.pk for run in trains]
-    assert [TrainingProcess.objects.get(run=run).executor for run in trains] == [executors.RAY] * 2
-    for arm, train in zip(("search_r1", "hiprag"), trains, strict=True):
-        # RAY_RUNS_DIR unset: the job writes into the run's own folder, where the evaluation reads it.
-        assert (
-            by[("eval", arm)].model_name
-            == str(services.trained_model_dir(train))
-            == train.config["output_dir"]
-        )
-    evaluations = [link.run for link in experiment.links.exclude(role="train").select_related("run")]
-    assert len(evaluations) == 4 and not TrainingProcess.objects.filter(run__in=evaluations).exists()
-    assert f"as a Ray job on {CLUSTER}: run #{trains[0].pk}" in experiment.log_tail
+    for arm in ("search_r1", "hiprag"):
+        assert by[("eval", arm)].model_name == by[("train", arm)].config["output_dir"]
     assert [row["label"] for row in experiment.result["rows"]][1] == "trained · search_r1"
-
-
-def test_a_ray_jobs_model_is_read_from_its_folder_on_the_node(
-    make_spec: Any, fake_stages: dict[str, Any], settings: Any, tmp_path: Path
-) -> None:
-    """RAY_RUNS_DIR elsewhere: the trained model is looked for there; a folder the worker cannot read fails the
-    stage with a reason."""
-    settings.RAY_ADDRESS = CLUSTER
-    settings.RAY_RUNS_DIR = str(tmp_path / "node")
-    experiment = services.experiment_create(user=None, spec=make_spec(executor=executors.RAY), enqueue=False)
-
-    experiment = services.experiment_execute(
-        experiment_id=experiment.pk
-    )  # the fake writes the run's own folder
-
-    assert experiment.status == Experiment.Status.FAILED
-    train = experiment.links.get(role="train").run
-    assert train.status == Run.Status.FAILED
-    assert f"the trainer saved no model in {tmp_path / 'node' / str(train.pk) / 'output'}" in train.error
-    assert "RAY_RUNS_DIR must be storage this worker reads" in train.error
 
 
 def test_resuming_stops_the_ray_job_a_dead_worker_left(
     make_spec: Any, fake_stages: dict[str, Any], settings: Any
 ) -> None:
+    from webapp.experiments.inputs import experiment_dir
+    from webapp.experiments.runner_placement import RUNNER_FILE
+
     settings.RAY_ADDRESS = CLUSTER
     experiment = services.experiment_create(user=None, spec=make_spec(executor=executors.RAY), enqueue=False)
-    fake_stages["interrupt"] = "search_r1"
-    with pytest.raises(KeyboardInterrupt):
-        services.experiment_execute(experiment_id=experiment.pk)
-    left = experiment.links.get(role="train").run
-    TrainingProcess.objects.filter(run=left).update(job_id=f"searchlab-run-{left.pk}-abc")
+    folder = experiment_dir(experiment.pk)
+    folder.mkdir(parents=True)
+    left = f"searchlab-experiment-{experiment.pk}-abc"
+    (folder / RUNNER_FILE).write_text(json.dumps({"executor": "ray", "job_id": left}))
 
-    with mock.patch.object(executors, "job_client") as client:
-        experiment = services.experiment_execute(experiment_id=experiment.pk)
+    experiment = services.experiment_execute(experiment_id=experiment.pk)
 
-    client.return_value.stop_job.assert_called_once_with(f"searchlab-run-{left.pk}-abc")
+    assert fake_stages["ray"].stopped == [left]
     assert experiment.status == Experiment.Status.FINISHED, experiment.error
-    left.refresh_from_db()
-    assert left.status == Run.Status.CRASHED
-    restarted = ExperimentRun.objects.get(experiment=experiment, role="train", arm="search_r1")
-    assert (
-        restarted.attempts == 2 and TrainingProcess.objects.get(run=restarted.run).executor == executors.RAY
-    )
 
 
 def test_the_form_offers_ray_once_a_cluster_is_configured(settings: Any) -> None:

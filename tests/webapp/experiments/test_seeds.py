@@ -14,9 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from scoring.seed_bootstrap import SeedPair, seed_bootstrap
-from tests.agent.conftest import ScriptedBackend
 from tests.agent.test_rollout import response
-from webapp.evaluation import components
 from webapp.evaluation.compare import question_ratios
 from webapp.experiments import services
 from webapp.experiments.models import Experiment, ExperimentRun
@@ -58,16 +56,16 @@ def trained_policy(arm: str, seed: int) -> Callable[[str], str]:
 
 @pytest.fixture
 def seeded_models(monkeypatch: pytest.MonkeyPatch, fake_stages: dict[str, Any]) -> None:
-    """Each evaluated model answers as its train run's arm and seed would have it (the start model: one search)."""
+    """Each evaluated model answers as its arm and seed would have it (the start model: one search)."""
+    from tests.webapp.experiments.fake_runner import scripted_evaluation
+    from trainer.jobs import evaluation
 
-    def build_backend(spec: Any) -> ScriptedBackend:
-        train = Run.objects.filter(kind=Run.Kind.TRAIN, config__output_dir=spec.model).first()
-        if train is None:
-            return ScriptedBackend(answering(lambda i: 1, lambda i: "Paris"))
-        arm = "process" if " process" in train.name else "outcome"
-        return ScriptedBackend(trained_policy(arm, int(train.config["training"]["seed"])))
+    def policy_for(stage: Any) -> Callable[[str], str]:
+        if stage.role != "eval":
+            return answering(lambda i: 1, lambda i: "Paris")
+        return trained_policy(stage.arm, int(stage.pair_seed))
 
-    monkeypatch.setattr(components, "build_backend", build_backend)
+    monkeypatch.setattr(evaluation, "evaluate_model", scripted_evaluation(policy_for))
 
 
 def test_the_stages_run_per_seed_pair_after_the_shared_ones(make_spec: Any) -> None:
@@ -274,7 +272,7 @@ def test_the_migration_gives_stored_links_their_specs_seed(make_spec: Any) -> No
     loaded = ExperimentSpec.from_json(old.spec)
     assert loaded.seeds == 1 and loaded.seed_list == (5,)
     # The stages it would execute find the stored links (reused on resume).
-    found = [services._link(old, stage) for stage in services.experiment_stages(loaded)]
+    found = [services.stage_link(old, stage) for stage in services.experiment_stages(loaded)]
     assert [link.run_id if link else None for link in found] == [run.pk, None, None, run.pk, None, None]
 
 
