@@ -1,5 +1,6 @@
-"""A real 1-step experiment: the tiny random model, a BM25 index, ``python -m trainer.train`` as a subprocess under
-the project's supervisor, real evaluations with the transformers backend — then the stored runs and the table."""
+"""A real 1-step experiment: the tiny random model, a BM25 index, the stage runner (``python -m trainer.jobs
+experiment``) as the worker's subprocess with its trainers and real evaluations, its spool replayed — then the stored
+runs and the table."""
 
 from __future__ import annotations
 
@@ -110,6 +111,12 @@ def test_a_one_step_experiment_with_the_tiny_model(
     assert set(table) == {"start · search_r1", "trained · search_r1", "start · hiprag", "trained · hiprag"}
     assert table["trained · hiprag"][4:6] == ["1", "2"] and table["start · hiprag"][4:6] == ["0", "2"]
     assert "hiprag − search_r1 (trained): runs" in out.getvalue() and "2 paired questions" in out.getvalue()
+    # The runner ran it: its spool finished, its log in the experiment's, the app's index folder used as it is.
+    folder = Path(settings.EXPERIMENTS_DIR) / str(experiment.pk)
+    manifest = json.loads((folder / "spool" / "manifest.json").read_text())
+    assert manifest["status"] == "finished" and experiment.spec["spool_id"] == manifest["id"]
+    assert "stage runner started (pid " in experiment.log_tail and "] done" in experiment.log_tail
+    assert not (folder / "work" / "index-bm25").exists()
 
 
 def test_a_one_step_two_arm_experiment_of_one_method(
