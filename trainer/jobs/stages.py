@@ -2,9 +2,9 @@
 
 Each is skipped when its output exists (a rerun with the same ``--work`` and ``--out`` resumes). The screen samples
 the start model ``n`` times on the training candidates at the training temperature (a seed per sample) and keeps
-the questions it answered (cover EM, HiPRAG's accuracy) in ``min``..``max`` of them — the web app's rule
-(``webapp.experiments.screening``), with no unscreened share: GRPO's process term reaches the gradient only through
-a group whose rewards differ.
+the questions it answered (cover EM, HiPRAG's accuracy) in ``min``..``max`` of them, plus ``--screen-unscreened-share``
+of the kept set drawn from the rest (:mod:`trainer.jobs.screen_rule`, the web app's rule too): GRPO's process term
+reaches the gradient only through a group whose rewards differ.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from trainer.jobs.evaluation import EvaluationStage, run_stage
 from trainer.jobs.plan import REPO, ExperimentPlan, split_rows
+from trainer.jobs.screen_rule import screened_rows
 from trainer.jobs.spool import ExperimentSpool, read_rows, write_json, write_rows
 
 
@@ -233,15 +234,15 @@ def screen(
         )
         for record in run_stage(spool, stage, candidates, index, budgets, plan.judge):
             counts[str(record["id"])] += int(bool(record["cem"]))
-    screened = {"samples": plan.screen_samples, "kept": "screened"}
-    kept = [
-        {
-            **r,
-            "metadata": {**(r.get("metadata") or {}), "screen": {"passes": counts[str(r["id"])], **screened}},
-        }
-        for r in candidates
-        if plan.screen_min <= counts[str(r["id"])] <= plan.screen_max
-    ]
+    kept = screened_rows(
+        candidates,
+        counts,
+        samples=plan.screen_samples,
+        low=plan.screen_min,
+        high=plan.screen_max,
+        unscreened_share=plan.screen_unscreened_share,
+        seed=plan.seed,
+    )
     passes = Counter(counts.values())
     write_json(
         spool.root / "screen_yield.json",

@@ -1,5 +1,5 @@
 """Which process executes an experiment: claiming it (one live executor at a time, checked by pid on its machine),
-its log tail and heartbeat, its end, and abandoning a stage whose run a dead process left behind."""
+its log tail and heartbeat, and its end."""
 
 from __future__ import annotations
 
@@ -12,10 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.experiments.models import Experiment
-from webapp.runs.models import Run
-from webapp.runs.services import run_mark_finished
-from webapp.training.models import TrainingProcess
-from webapp.training.services import process_alive, trainer_kill
+from webapp.training.services import process_alive
 
 logger = logging.getLogger(__name__)
 LOG_TAIL_LINES = 60
@@ -64,17 +61,3 @@ def experiment_finish(experiment_id: int, status: str, error: str = "") -> Exper
         status=status, error=error, finished_at=timezone.now(), pid=None
     )
     return Experiment.objects.get(pk=experiment_id)
-
-
-def stage_abandon(run: Run, experiment_id: int) -> None:
-    """A stage's unfinished run: kill its orphaned trainer (this machine only) and mark it crashed."""
-    if run.kind in Run.SUPERVISED_KINDS:
-        process = TrainingProcess.objects.filter(run_id=run.pk).first()
-        if process is not None:
-            trainer_kill(process)
-    if run.is_active:
-        run_mark_finished(
-            run_id=run.pk,
-            status=Run.Status.CRASHED,
-            error=f"interrupted; experiment #{experiment_id} restarted this stage as a new run",
-        )

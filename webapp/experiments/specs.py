@@ -165,7 +165,7 @@ class ExperimentSpec:
     algorithm: str = "grpo"
     # trainer.config values every arm trains with (the KNOBS), laid over RUN_DEFAULTS.
     run: dict[str, Any] = field(default_factory=dict)
-    # The screen of the training questions by the start model's pass rate (webapp.experiments.screening): n samples
+    # The screen of the training questions by the start model's pass rate (trainer.jobs.screen_rule): n samples
     # per question (0: no screen), keep those answered in min..max of them (max -1: n - 1, i.e. every question whose
     # group can hold both outcomes), plus a share of the final set drawn from the rest.
     screen_samples: int = 0

@@ -1,5 +1,5 @@
-"""What each stage of an experiment runs: an arm's trainer config (checked for every arm before anything runs), the
-training questions (screened or not), and an evaluation's spec."""
+"""What each stage of an experiment runs: an arm's trainer config (checked for every arm before anything runs) and an
+evaluation's spec (the replayed evaluation runs' config)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,7 @@ from typing import Any
 from agent.budgets import RolloutOverrides
 from trainer.config import ConfigError, RunConfig, merge
 from webapp.corpora.models import Index
-from webapp.datasets.models import Dataset
 from webapp.evaluation.specs import EvaluationSpec
-from webapp.experiments.inputs import dataset_rows, experiment_dataset
-from webapp.experiments.models import Experiment, ExperimentRun
-from webapp.experiments.screening import pass_counts, screened_rows
 from webapp.experiments.specs import (
     Arm,
     ExperimentConfigError,
@@ -20,7 +16,6 @@ from webapp.experiments.specs import (
     experiment_spec_check,
     option_for,
 )
-from webapp.runs.models import Run
 from webapp.training.config import run_config
 
 
@@ -62,30 +57,6 @@ def training_config_check(spec: ExperimentSpec) -> None:
                 weight = exc.field.removeprefix("reward.params.")
                 raise ExperimentConfigError("arm", f"{arm.name}: {weight} {message}") from None
             raise ExperimentConfigError(option_for(exc.field), f"{arm.name}: {message}") from None
-
-
-def training_dataset(experiment: Experiment, spec: ExperimentSpec) -> Dataset:
-    """What every arm trains on: the chosen questions, or (with a screen) those the screen kept — the same rows
-    each time it is asked, so the same dataset (webapp.experiments.screening)."""
-    chosen = Dataset.objects.get(pk=spec.train_dataset_id)
-    if not spec.screen_samples:
-        return chosen
-    runs = [
-        link.run_id
-        for link in ExperimentRun.objects.filter(experiment=experiment, role=ExperimentRun.Role.SCREEN)
-        if link.run.status == Run.Status.FINISHED
-    ]
-    low, high = spec.screen_range
-    rows = screened_rows(
-        dataset_rows(chosen),
-        pass_counts(runs),
-        samples=spec.screen_samples,
-        low=low,
-        high=high,
-        unscreened_share=spec.screen_unscreened_share,
-        seed=spec.seed,
-    )
-    return experiment_dataset(rows=rows, label=f"train-screened-{low}-{high}-of-{spec.screen_samples}")
 
 
 def evaluation_spec(spec: ExperimentSpec, arm: Arm, model: str, screen_sample: int = 0) -> EvaluationSpec:

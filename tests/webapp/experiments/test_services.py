@@ -430,7 +430,7 @@ def test_the_screen_samples_the_start_model_and_trains_on_the_questions_it_kept(
 
 
 def test_the_screen_keeps_a_share_unscreened() -> None:
-    from webapp.experiments.screening import screened_rows
+    from trainer.jobs.screen_rule import screened_rows
 
     rows = [{"id": f"q{i}", "question": f"{i}?", "golden_answers": ["x"]} for i in range(10)]
     counts = {"q0": 1, "q1": 2, "q2": 3, "q3": 0}  # of 4 samples; the rest never answered

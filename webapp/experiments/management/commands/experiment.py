@@ -43,7 +43,7 @@ from webapp.training import executors
 _D = DEFAULTS
 
 
-SCREEN_HELP = (  # the spec's screen fields (webapp.experiments.screening)
+SCREEN_HELP = (  # the spec's screen fields (trainer.jobs.screen_rule)
     ("screen_samples", "N", "sample the start model N times per training question (0: no screen)"),
     ("screen_min_passes", "K", "keep questions answered at least K times"),
     ("screen_max_passes", "K", "... and at most K times (-1: N - 1: a group can then hold both outcomes)"),
