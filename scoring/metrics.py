@@ -20,6 +20,7 @@ import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 Normalizer = Callable[[str], str]
 
@@ -42,6 +43,8 @@ def normalize_answer(s: str) -> str:
         # are all alphanumeric has word boundaries only at whitespace, so `\b(a|an|the)\b` matches whole tokens.
         tokens = text.split()
         if "".join(tokens).isalnum():
+            if _ARTICLE_WORDS.isdisjoint(tokens):  # a long passage: no token-by-token filter in Python
+                return " ".join(tokens)
             return " ".join([t for t in tokens if t not in _ARTICLE_WORDS])
     return " ".join(_ARTICLES.sub(" ", text).split())
 
@@ -58,6 +61,20 @@ def normalize_string(s: str) -> str:
     return " ".join(text.split())
 
 
+# Every rollout of a group, and every answer of a rollout, is matched against the same golds: their normalized forms
+# are cached (predictions are not: they rarely repeat). The normalizers are pure functions of the string.
+_CACHED_FOR_GOLDS: dict[Normalizer, Normalizer] = {
+    normalize_answer: lru_cache(maxsize=65536)(normalize_answer),
+    normalize_string: lru_cache(maxsize=65536)(normalize_string),
+}
+
+
+def normalized_golds(golds: str | Iterable[str], normalize: Normalizer = normalize_answer) -> list[str]:
+    """Each gold normalized, in order (a single string counts as one gold)."""
+    cached = _CACHED_FOR_GOLDS.get(normalize, normalize)
+    return [cached(g) for g in as_golds(golds)]
+
+
 def as_golds(golds: str | Iterable[str]) -> list[str]:
     """A single gold string counts as a list of one, as every reference implementation does."""
     return [golds] if isinstance(golds, str) else [str(g) for g in golds]
@@ -68,7 +85,7 @@ def exact_match(
 ) -> bool:
     """EM: the normalized prediction equals some normalized gold."""
     pred = normalize(prediction)
-    return any(normalize(g) == pred for g in as_golds(golds))
+    return pred in normalized_golds(golds, normalize)
 
 
 def substring_match(
@@ -77,7 +94,7 @@ def substring_match(
     """Sub-EM as Search-R1 ``subem_check`` and FlashRAG ``acc`` compute it: some normalized gold is a *character*
     substring of the normalized prediction (so ``"parisian"`` covers ``"paris"`` and an empty gold covers all)."""
     pred = normalize(prediction)
-    return any(normalize(g) in pred for g in as_golds(golds))
+    return any(gold in pred for gold in normalized_golds(golds, normalize))
 
 
 def flashrag_acc(prediction: str | None, golds: str | Iterable[str]) -> bool:

@@ -211,6 +211,11 @@ class Inputs:
 
     def __init__(self, prefix: str, values: Mapping[str, Any] | None, known: Sequence[str]) -> None:
         self.prefix = prefix
+        if type(values) is dict and not values.keys() - known:
+            # The shape a trainer and the web API pass, every key known: read in place (nothing here writes to
+            # it). Anything else takes the full check below, which copies and names the first unknown key.
+            self.values: dict[Any, Any] = values
+            return
         if values is not None and not isinstance(values, Mapping):
             raise ScoringInputError(prefix, f"must be an object, got {type(values).__name__}")
         self.values = dict(values) if values else {}
@@ -282,6 +287,8 @@ class JudgementInputs(Inputs):
         values = self.values.get(name, [])
         if not isinstance(values, list):
             raise ScoringInputError(self.field(name), f"must be a list, got {shown(values)}")
+        if set(map(type, values)) <= _BOOL:  # all JSON true/false, the common shape: no call per value
+            return tuple(map(_BOOL_VERDICTS.__getitem__, values))
         read = tuple(map(_read_verdict, values))
         if None in read:  # the field named only for the first value that is no verdict
             i = read.index(None)
@@ -290,6 +297,8 @@ class JudgementInputs(Inputs):
 
 
 _VERDICTS: dict[Any, Verdict] = {True: Verdict.TRUE, False: Verdict.FALSE, **{v.value: v for v in Verdict}}
+_BOOL_VERDICTS: dict[bool, Verdict] = {True: Verdict.TRUE, False: Verdict.FALSE}
+_BOOL = frozenset({bool})
 
 
 def _read_verdict(value: Any) -> Verdict | None:

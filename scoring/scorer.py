@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Generic, TypeVar
 
 from scoring.errors import BatchAverageRequired, ScoringInputError
-from scoring.formats import parse
+from scoring.formats import PARSERS, parse
 from scoring.params import (
     AutosearchParams,
     HipragParams,
@@ -304,6 +304,14 @@ def _check_text(text: Any) -> None:
 
 def check_golds(golds: Any) -> None:
     """``golds`` a non-empty list of strings, else :class:`ScoringInputError` naming ``golden_answers``."""
+    # The shape every trainer and the web API pass (a list or tuple of strings) passes without the abstract
+    # Sequence check and the generator below, which cost more than the reward of a short trajectory.
+    if (type(golds) is list or type(golds) is tuple) and golds:
+        for gold in golds:
+            if not isinstance(gold, str):
+                break
+        else:
+            return
     if (
         isinstance(golds, str)
         or not isinstance(golds, Sequence)
@@ -322,7 +330,17 @@ def reward_of(
 ) -> Scored:
     """The method's reward of a parsed trajectory, with its weights already read (``Method.read_params``) and its
     judge outcomes as given: what :func:`score`, :func:`score_batch` and :mod:`scoring.chat_scoring` share."""
-    spec = METHODS[method]
+    return _reward_of(METHODS[method], method, trajectory, golds, params, judgements)
+
+
+def _reward_of(
+    spec: Method[Any],
+    method: str,
+    trajectory: Trajectory,
+    golds: Sequence[str],
+    params: Any,
+    judgements: Mapping[str, Any] | None,
+) -> Scored:
     judged = JudgementInputs("judgements", judgements, spec.judgements)
     try:
         reward = spec.reward(trajectory, golds, params, judged)
@@ -361,26 +379,30 @@ def score_batch(
     λp·N_corr/N over the items that earned a bonus of their own (0 when none did). Items whose scoring failed
     (a missing verdict) are in neither the average nor its denominator.
     """
-    results = _score_all(method, items, params)
-    pending = [i for i, r in enumerate(results) if isinstance(r, BatchAverageRequired)]
+    results, failed = _score_all(method, items, params)
+    pending = [i for i in failed if isinstance(results[i], BatchAverageRequired)]
     if pending:
         average = average_earned_bonus(r.reward for r in results if isinstance(r, Scored))
         filled = {**dict(params or {}), "batch_average_bonus": average}
-        for i, result in zip(pending, _score_all(method, [items[i] for i in pending], filled), strict=True):
+        rescored, _ = _score_all(method, [items[i] for i in pending], filled)
+        for i, result in zip(pending, rescored, strict=True):
             results[i] = result
     return results
 
 
 def _score_all(
     method: str, items: Sequence[BatchItem], params: Mapping[str, Any] | None
-) -> list[Scored | ScoringError]:
-    """Each item scored as :func:`score` would, the shared weights read once for the batch."""
+) -> tuple[list[Scored | ScoringError], list[int]]:
+    """Each item scored as :func:`score` would, the shared weights read once for the batch; and the positions of
+    the items that failed (few: the caller looks at those alone)."""
     spec = _method(method)
+    results: list[Scored | ScoringError] = []
+    failed: list[int] = []
     try:
         read = spec.read_params(params)
     except ScoringInputError:  # each item reports it, after its own checks, exactly as score() does
         read = None
-    results: list[Scored | ScoringError] = []
+    parser = PARSERS[spec.format]  # what parse() dispatches to, looked up once for the batch
     for item in items:
         try:
             if read is None:
@@ -390,9 +412,8 @@ def _score_all(
                 continue
             _check_text(item.text)
             check_golds(item.golds)
-            results.append(
-                reward_of(method, parse(spec.format, item.text), item.golds, read, item.judgements)
-            )
+            results.append(_reward_of(spec, method, parser(item.text), item.golds, read, item.judgements))
         except (ScoringInputError, MissingVerdict) as exc:
+            failed.append(len(results))
             results.append(exc)
-    return results
+    return results, failed

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scoring.formats.searchr1 import extract_solution_reference, is_valid_sequence_reference, tag_contents
-from scoring.metrics import as_golds, exact_match, normalize_answer, substring_match
+from scoring.metrics import as_golds, exact_match, normalize_answer, normalized_golds, substring_match
 from scoring.rewards.result import Reward
 from scoring.trajectory import Trajectory
 
@@ -47,7 +47,7 @@ def searchr1_outcome_reward(trajectory: Trajectory, golds: str | Iterable[str]) 
 
 def retrieval_hit(trajectory: Trajectory, golds: str | Iterable[str]) -> bool:
     """Some gold answer (normalized) is a substring of some retrieved context (normalized) of the trajectory."""
-    gold_norms = [normalize_answer(g) for g in as_golds(golds)]
+    gold_norms = normalized_golds(golds)
     return any(step.context is not None and _covers(step.context, gold_norms) for step in trajectory.steps)
 
 
@@ -140,7 +140,7 @@ def _combine(
 def retrieval_hit_reference(solution_str: str, golds: str | Iterable[str]) -> bool:
     """Search-R1 ``qa_em_format.is_retrieval_correct``: every ``<information>`` block of prompt+response, stripped,
     is tested with Sub-EM against every gold (so the prompt's "<information> and </information>" is a block)."""
-    gold_norms = [normalize_answer(g) for g in as_golds(golds)]
+    gold_norms = normalized_golds(golds)
     return any(_covers(block.strip(), gold_norms) for block in tag_contents(solution_str, "information"))
 
 
