@@ -149,12 +149,12 @@ class ExperimentForm(FieldsetsMixin, JudgeEndpointFields, _KnobFields):
     )
     resamples = forms.IntegerField(min_value=1, initial=_D.resamples, label="bootstrap resamples")
     executor = forms.ChoiceField(
-        label="training runs on",
+        label="stages run on",
         choices=(),  # executors.executor_choices(), read when the form is made: ray once RAY_ADDRESS is set
         initial=_D.executor,
         required=False,
-        help_text="local: a subprocess of the experiment's worker; ray: each arm's training is a job on the Ray "
-        "cluster (RAY_ADDRESS). Evaluations run in the worker either way.",
+        help_text="Where the stage runner (python -m trainer.jobs experiment) trains and evaluates: local, a "
+        "subprocess of the experiment's worker; ray, one job on the Ray cluster (RAY_ADDRESS).",
     )
 
     def clean_eval_engine(self) -> str:

@@ -121,6 +121,17 @@ def runner_stop_left(folder: Path) -> None:
     path.unlink()
 
 
+def runner_described(folder: Path) -> str:
+    """Where the experiment's runner runs or ran, as its page says it ("" when none was started)."""
+    path = folder / RUNNER_FILE
+    if not path.is_file():
+        return ""
+    runner: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if runner.get("executor") == executors.RAY:
+        return f"ray · the stage runner, Ray job {runner.get('job_id', '')}"
+    return f"local · the stage runner, pid {runner.get('pid', '')} on {runner.get('host', '')}"
+
+
 def _remember(launch: RunnerLaunch, values: dict[str, Any]) -> None:
     (launch.folder / RUNNER_FILE).write_text(json.dumps(values), encoding="utf-8")
 

@@ -178,9 +178,9 @@ class ExperimentSpec:
     # engine with each other.
     eval_engine: str = "transformers"
     resamples: int = 2000
-    # Where the training stages run (trainer.placement; webapp.training.executors): ``local``, a subprocess of the
-    # experiment's worker, or ``ray``, a job on the cluster at settings.RAY_ADDRESS. Evaluations run in the
-    # experiment's worker either way. Stored specs from before it load as ``local``.
+    # Where the stage runner runs (trainer.placement; webapp.experiments.runner_placement): ``local``, a subprocess of
+    # the experiment's worker, or ``ray``, one job on the cluster at settings.RAY_ADDRESS; its trainers and
+    # evaluations run where it runs. Stored specs from before it load as ``local``.
     executor: str = Placement.LOCAL.value
     # Seed pairs (issue 35): every arm is trained once per seed k = training.seed + i (i < seeds), the arms of a pair
     # with the same seed (same start, questions and order: they differ only in their reward weights); the result

@@ -12,8 +12,10 @@ from webapp.audits import paired_correction
 from webapp.evaluation.specs import EvaluationConfigError
 from webapp.experiments import inputs, selectors, services
 from webapp.experiments.forms import KNOB_FIELDS, ExperimentForm
+from webapp.experiments.inputs import experiment_dir
 from webapp.experiments.models import Experiment
 from webapp.experiments.reporting import TITLES, delta_cell, interval_cell, pair_cell, value_cell
+from webapp.experiments.runner_placement import runner_described
 from webapp.experiments.specs import IMPORTED_FROM, SCREEN_FIELDS, ExperimentConfigError, ExperimentSpec
 
 FIELD_FOR = {
@@ -146,6 +148,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "confidence": round(100 * float((experiment.result or {}).get("confidence", 0.95))),
         "compare_query": selectors.experiment_compare_query(experiment=experiment),
         "imported_from": (experiment.spec or {}).get(IMPORTED_FROM, ""),
+        "runner_where": runner_described(experiment_dir(experiment.pk)),
     }
     return render(request, "experiments/detail.html", context)
 
