@@ -105,13 +105,14 @@ def hiprag_reward(
         raise ScoringInputError("step_flags", f"{len(step_flags)} verdicts for {len(trajectory.steps)} steps")
     answer = cover_exact_match(trajectory.answer, golds)
     valid = trajectory.valid
+    n_search = trajectory.n_searches
     components: dict[str, float] = {
         "answer": float(answer),
         "format": float(valid),
         "process_bonus": 0.0,
         "n_steps": float(len(trajectory.steps)),
-        "n_search": float(trajectory.n_searches),
-        "n_non_search": float(len(trajectory.steps) - trajectory.n_searches),
+        "n_search": float(n_search),
+        "n_non_search": float(len(trajectory.steps) - n_search),
     }
     total = _outcome_format(answer, valid, lambda_f)
     if not (answer and valid):  # HiPRAG Eq. 1: the bonus is gated by A(T)·F(T)
