@@ -142,8 +142,13 @@ def _stop_group(pid: int) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """The group still has a process that runs (its leader a zombie nobody reaps, on its own, does not count)."""
     try:
         os.killpg(pid, 0)
     except (ProcessLookupError, PermissionError):
         return False
+    with contextlib.suppress(OSError, IndexError):
+        state = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+        if state == "Z":
+            return False
     return True
