@@ -276,6 +276,7 @@ def test_the_migration_gives_stored_links_their_specs_seed(make_spec: Any) -> No
     assert [link.run_id if link else None for link in found] == [run.pk, None, None, run.pk, None, None]
 
 
+@pytest.mark.slow  # two seed pairs through the runner, twice
 def test_a_resumed_experiment_reruns_only_the_unfinished_stage_of_its_seed_pair(make_spec: Any) -> None:
     spec = make_spec(arms=ARMS, baseline="outcome", seeds=2)
     experiment = services.experiment_execute(
