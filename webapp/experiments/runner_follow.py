@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils import timezone
 
 from webapp.common.importing import DataImportError
 from webapp.experiments.models import Experiment
@@ -43,6 +44,8 @@ class Follower:
         for line in lines[self.log_lines :]:
             experiment_log(self.experiment_id, line, self.say)
         self.log_lines = len(lines)
+        # heard from: the runner is followed even while it writes nothing new
+        Experiment.objects.filter(pk=self.experiment_id).update(heartbeat_at=timezone.now())
         return replay
 
 
