@@ -28,6 +28,7 @@ _DELETE_PUNCTUATION = str.maketrans("", "", string.punctuation)
 _SPACE_FOR_PUNCTUATION = str.maketrans(string.punctuation, " " * len(string.punctuation))
 _YES_NO = frozenset({"yes", "no", "noanswer"})
 _ARTICLE_WORDS = frozenset({"a", "an", "the"})
+_ASCII_WHITESPACE = b" \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"  # what str.split() splits an ASCII text at
 
 
 def normalize_answer(s: str) -> str:
@@ -36,15 +37,21 @@ def normalize_answer(s: str) -> str:
     >>> normalize_answer("The U.S.A.!")
     'usa'
     """
-    text = s.lower().translate(_DELETE_PUNCTUATION)
-    if text.isascii():
-        # Fast path, same result: once ASCII punctuation is gone, an ASCII text whose whitespace-separated tokens
-        # are all alphanumeric has word boundaries only at whitespace, so `\b(a|an|the)\b` matches whole tokens.
+    return drop_articles(s.lower().translate(_DELETE_PUNCTUATION))
+
+
+def drop_articles(text: str) -> str:
+    """The rest of :func:`normalize_answer` for a ``text`` already lower-cased with its ASCII punctuation deleted
+    (a caller that has that form at hand, as a retrieval check does, skips recomputing it): articles dropped,
+    whitespace collapsed."""
+    if text.isascii() and text.encode("ascii").translate(None, _ASCII_WHITESPACE).isalnum():
+        # Fast path, same result: an ASCII text of letters and digits between whitespace has word boundaries only
+        # at whitespace, so `\b(a|an|the)\b` matches whole tokens. (The check runs on bytes: str.isalnum looks
+        # every character up in the Unicode tables.)
         tokens = text.split()
-        if "".join(tokens).isalnum():
-            if _ARTICLE_WORDS.isdisjoint(tokens):  # a long passage: no token-by-token filter in Python
-                return " ".join(tokens)
-            return " ".join([t for t in tokens if t not in _ARTICLE_WORDS])
+        if _ARTICLE_WORDS.isdisjoint(tokens):  # a long passage: no token-by-token filter in Python
+            return " ".join(tokens)
+        return " ".join([t for t in tokens if t not in _ARTICLE_WORDS])
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 

@@ -23,7 +23,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scoring.formats.searchr1 import extract_solution_reference, is_valid_sequence_reference, tag_contents
-from scoring.metrics import as_golds, exact_match, normalize_answer, normalized_golds, substring_match
+from scoring.metrics import (
+    as_golds,
+    drop_articles,
+    exact_match,
+    normalized_golds,
+    substring_match,
+)
 from scoring.rewards.result import Reward
 from scoring.trajectory import Trajectory
 
@@ -60,7 +66,7 @@ def _covers(passage: str, gold_norms: list[str]) -> bool:
     candidates = [g for g in gold_norms if all(token in depunctuated for token in g.split())]
     if not candidates:
         return False
-    normalized = normalize_answer(passage)
+    normalized = drop_articles(depunctuated)  # normalize_answer(passage), its first half already done
     return any(g in normalized for g in candidates)
 
 
