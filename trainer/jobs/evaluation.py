@@ -110,16 +110,21 @@ def evaluate_model(
     else:
         backend = TransformersBackend.from_pretrained(stage.model, threads=4, max_batch_size=256)
     config = replace(PAPER_CONFIGS[stage.method], **budgets, temperature=stage.temperature, seed=stage.seed)
-    result = evaluate_sync(
-        backend,
-        searcher_for_index(index),
-        stage.method,
-        questions_of(rows),
-        judges=build_judges(judge, backend),
-        config=config,
-        params=stage.params,
-        batch_size=stage.batch_size or len(rows),
-    )
+    try:
+        result = evaluate_sync(
+            backend,
+            searcher_for_index(index),
+            stage.method,
+            questions_of(rows),
+            judges=build_judges(judge, backend),
+            config=config,
+            params=stage.params,
+            batch_size=stage.batch_size or len(rows),
+        )
+    finally:  # a vLLM engine's worker process would outlive the stage and hold the next engine's memory
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()
     format_name = METHODS[stage.method].format
     return [record_row(record, format_name) for record in result.records]
 

@@ -64,7 +64,7 @@ class ExperimentPlan:
     split_held_out: tuple[str, ...] = ()
     screen_samples: int = 3
     screen_min: int = 1
-    screen_max: int = 3
+    screen_max: int = 2  # samples - 1: answered in some but not all
     judge: JudgeSpec = field(default_factory=lambda: JudgeSpec(kind="evidence"))
     deadline: float = 0.0
     eval_reserve: float = 120.0
@@ -153,7 +153,9 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--screen-samples", type=int, default=3, help="0: no screen")
     p.add_argument("--screen-min", type=int, default=1)
-    p.add_argument("--screen-max", type=int, default=3)
+    p.add_argument(
+        "--screen-max", type=int, default=-1, help="most passes kept (default: samples - 1, some but not all)"
+    )
     p.add_argument("--judge", default="evidence", help="an agent.judge_spec kind, or an http(s):// endpoint")
     p.add_argument("--judge-model", default="", help="the model the judge endpoint serves")
     p.add_argument("--judge-api-key-env", default="", help="the variable holding the judge endpoint's key")

@@ -231,6 +231,7 @@ def screen(
             temperature=plan.temperature,
             seed=plan.seed + sample,
             sample=sample,
+            engine=plan.eval_engine,  # vLLM where installed: the screen fits a CPU beforehand (~2.6 s a question)
         )
         for record in run_stage(spool, stage, candidates, index, budgets, plan.judge):
             counts[str(record["id"])] += int(bool(record["cem"]))

@@ -149,3 +149,12 @@ def test_an_arm_reads_its_weights_as_numbers() -> None:
     assert (arm.name, arm.method, arm.params) == ("bonus", "hiprag", {"lambda_p": 0.2, "lambda_f": 0.1})
     with pytest.raises(PlanError, match="a weight is key=value, got 'lambda_p'"):
         parse_arm("a=hiprag:lambda_p")
+
+
+def test_the_screen_keeps_questions_answered_in_some_but_not_all_samples_by_default(tmp_path: Path) -> None:
+    def plan(*more: str):  # type: ignore[no-untyped-def]
+        return plan_from_args(parser().parse_args(_args(tmp_path, *more)[1:]))
+
+    assert (plan().screen_min, plan().screen_max) == (0, 2)  # --smoke's min 0; 3 samples → at most 2 passes
+    assert plan("--screen-samples=5").screen_max == 4
+    assert plan("--screen-max=3").screen_max == 3  # asked for: every sample right is kept too
