@@ -179,7 +179,9 @@ class TrainerPool:
                     job.exit_code = job.process.returncode
                     running.remove(job)
                     steps = steps_done(job.output_dir)
-                    self.spool.log(f"training {job.key}: exit {job.exit_code}, {steps} steps")
+                    self.spool.log(
+                        f"training {job.key}: exit {job.exit_code}, {steps} step{'s' * (steps != 1)}"
+                    )
             if running:
                 time.sleep(self.poll_seconds)
 
