@@ -68,11 +68,12 @@ $(VLLM_VENV)/.installed: requirements-vllm.txt requirements-dev.txt requirements
 vllm: $(VLLM_VENV)/.installed
 
 # The vLLM-marked tests in .venv-vllm, one pytest process per engine owner: agent's VLLMBackend (an engine of its
-# own) and the trainer's colocated engine (TRL's external launcher, one per process).
+# own) with the `vllm serve` tests, which share one server for the session (the re-ask judge and the re-judge of
+# a run), then the trainer's colocated engine (TRL's external launcher, one per process). The tests' engines and
+# server run eager (no start-up compile); docs/vllm.md has the timings.
 vllm-test: $(VLLM_VENV)/.installed
-	$(VLLM_PY) -m pytest -m vllm tests/agent
+	$(VLLM_PY) -m pytest -m vllm tests/agent tests/webapp/evaluation/test_rejudge_vllm.py
 	$(VLLM_PY) -m pytest -m vllm tests/trainer
-	$(VLLM_PY) -m pytest -m vllm tests/webapp/evaluation/test_rejudge_vllm.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) var .mypy_cache .ruff_cache .pytest_cache

