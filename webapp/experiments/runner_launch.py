@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from trainer.config import TINY_MODEL
+from trainer.jobs.plan_checks import FLAG_OF_FIELD
 from webapp.corpora.models import Index
 from webapp.datasets.models import Dataset
 from webapp.experiments.inputs import dataset_rows, experiment_dir
@@ -28,16 +29,9 @@ from webapp.experiments.models import Experiment
 from webapp.experiments.specs import KNOBS, ExperimentConfigError, ExperimentSpec
 
 START_MODEL_DIR = "start-model"
-# The knobs (webapp.experiments.specs.KNOBS) the runner takes as flags of their own; every other goes as --set.
-KNOB_FLAGS = {
-    "training.max_steps": "--steps",
-    "training.seed": "--seed",
-    "training.learning_rate": "--learning-rate",
-    "training.temperature": "--temperature",
-    "training.num_generations": "--num-generations",
-    "rollout.max_turns": "--max-turns",
-    "rollout.max_rollout_tokens": "--max-rollout-tokens",
-}
+# The knobs (webapp.experiments.specs.KNOBS) the runner takes as flags of their own (its table); every other goes
+# as --set.
+KNOB_FLAGS = {path: flag for path, flag in FLAG_OF_FIELD.items() if "." in path}
 
 
 @dataclass(frozen=True)
