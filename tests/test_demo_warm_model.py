@@ -13,6 +13,9 @@ def _fake_build(monkeypatch: Any, tmp_path: Path, code: str) -> None:
     from agent import setup_model
 
     monkeypatch.setattr(setup_model, "setup_model", lambda var_dir: var_dir)  # no SmolLM2 conversion here
+    # The session's real build (started when collection ended) keeps its handle: a fake one in its place would leave
+    # the browser test nothing to wait for, and it would warm-start a second time beside the orphaned build.
+    monkeypatch.setattr(demo_warm_model, "_build", None)
     monkeypatch.setattr(demo_warm_model, "CACHE", tmp_path)
     monkeypatch.setattr(demo_warm_model, "LOG", tmp_path / "build.log")
     monkeypatch.setattr(demo_warm_model, "BUILD", code)
@@ -44,3 +47,15 @@ def test_the_test_waits_for_the_build_and_its_output_is_logged(monkeypatch: Any,
     assert demo_warm_model._build is None
     assert f"args ['{tmp_path}', '{tmp_path / 'shared'}']" in (tmp_path / "build.log").read_text()
     demo_warm_model.wait()  # nothing running: returns at once
+
+
+def test_a_fake_build_leaves_the_sessions_real_build_to_be_waited_for(
+    monkeypatch: Any, tmp_path: Path
+) -> None:
+    real = object()
+    monkeypatch.setattr(demo_warm_model, "_build", real)
+    with monkeypatch.context() as inner:
+        _fake_build(inner, tmp_path, "print('fake')")
+        demo_warm_model.start(tmp_path)
+        demo_warm_model.wait()
+    assert demo_warm_model._build is real
