@@ -16,18 +16,11 @@ import pytest
 from django.utils import timezone
 
 from tests.webapp.factories import RunFactory
+from tests.webapp.training.test_browser import CHROMIUM, CHROMIUM_ARGS
 from webapp.accounts.models import Role
 from webapp.accounts.services import user_create
 from webapp.runs.models import Run
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-]
 SCREENSHOT = Path(os.environ.get("RUN_QUEUED_SCREENSHOT", "/tmp/searchlab-run-queued.png"))
 
 pytestmark = [
