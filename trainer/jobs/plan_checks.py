@@ -53,6 +53,11 @@ def check_counts(args: argparse.Namespace) -> None:
     if args.concurrent < 0 or args.gpu_memory_per_run < 0:
         raise PlanError("--concurrent", "and --gpu-memory-per-run are 0 or more")
     if args.screen_max < 0:  # the default: answered in some but not all samples, as the web app's screen
+        if args.screen_samples == 1 and args.screen_min > 0:
+            raise PlanError(
+                "--screen-samples",
+                "1: some but not all of one sample is none; take 2 or more, or give --screen-max",
+            )
         args.screen_max = args.screen_samples - 1
     if args.screen_samples < 0 or not 0 <= args.screen_min <= args.screen_max:
         raise PlanError("--screen-min", f"{args.screen_min}..{args.screen_max}: need 0 ≤ min ≤ max")

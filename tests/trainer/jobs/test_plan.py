@@ -158,3 +158,5 @@ def test_the_screen_keeps_questions_answered_in_some_but_not_all_samples_by_defa
     assert (plan().screen_min, plan().screen_max) == (0, 2)  # --smoke's min 0; 3 samples → at most 2 passes
     assert plan("--screen-samples=5").screen_max == 4
     assert plan("--screen-max=3").screen_max == 3  # asked for: every sample right is kept too
+    with pytest.raises(PlanError, match="--screen-samples 1: some but not all of one sample is none"):
+        plan("--screen-samples=1", "--screen-min=1")
