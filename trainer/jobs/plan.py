@@ -23,7 +23,9 @@ from trainer.jobs.plan_checks import (
     check_counts,
     check_index,
     check_questions,
+    check_screen_parts,
     judge_of,
+    parse_screen_part,
     parse_trainer_values,
     read_split,
     split_rows,
@@ -79,6 +81,8 @@ class ExperimentPlan:
     eval_batch_size: int = 0  # questions per evaluation batch (0: all at once)
     eval_engine: str = "transformers"
     screen_only: bool = False
+    screen_part: tuple[int, int] | None = None  # --screen-part K/N: part K of the candidates in N, alone
+    screen_parts: Path | None = None  # --screen-parts: the screened parts combined instead of screening here
     smoke: bool = False
 
     @property
@@ -195,6 +199,20 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         "--eval-engine", default="transformers", choices=EVAL_ENGINES, help="the evaluations' engine"
     )
     p.add_argument("--screen-only", action="store_true", help="stop after the screen (questions/train.jsonl)")
+    p.add_argument(
+        "--screen-part",
+        metavar="K/N",
+        help="with --screen-only: screen part K alone of the candidates cut in N contiguous parts (sizes differ by "
+        "at most 1); writes screen_part.json (commit it as part-K-of-N.json) and questions/train-part-K-of-N.jsonl, "
+        "never questions/train.jsonl",
+    )
+    p.add_argument(
+        "--screen-parts",
+        type=Path,
+        metavar="PATH",
+        help="a folder of part-*.json (--screen-part's screen_part.json files), or one: the training list is the "
+        "parts' pass counts combined, no screen here (missing parts: the list covers the parts present)",
+    )
     p.add_argument("--smoke", action="store_true", help="a tiny random model, a few questions, 2 steps")
 
 
@@ -217,6 +235,8 @@ def plan_from_args(args: argparse.Namespace) -> ExperimentPlan:
         raise PlanError("--baseline", f"{baseline!r} is not an arm ({', '.join(names)})")
     split_train, split_held_out = read_split(args.split) if args.split else ((), ())
     check_counts(args)
+    screen_part = parse_screen_part(args.screen_part, args.screen_only)
+    check_screen_parts(args)
     judge = judge_of(args)
     trainer_values = parse_trainer_values(args.trainer_set or ())
     check_questions(args.questions, args.split, split_train, split_held_out)
@@ -230,6 +250,7 @@ def plan_from_args(args: argparse.Namespace) -> ExperimentPlan:
         eval_limit=eval_limit,
         judge=judge,
         trainer_values=trainer_values,
+        screen_part=screen_part,
     )
     plan = smoke_settings(plan) if plan.smoke else plan
     check_arm_configs(plan)
@@ -240,7 +261,7 @@ PLAIN_FIELDS = (
     "work out corpus questions gguf start_model warm_start_recipe name seed seeds steps learning_rate temperature "
     "num_generations max_turns max_rollout_tokens train_limit keep_guessable split screen_samples screen_min "
     "screen_max deadline eval_reserve concurrent gpu_memory_per_run screen_only smoke index algorithm "
-    "screen_unscreened_share eval_batch_size eval_engine"
+    "screen_unscreened_share eval_batch_size eval_engine screen_parts"
 ).split()
 
 

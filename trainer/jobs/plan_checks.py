@@ -1,11 +1,13 @@
 """The plan's checks: each raises :class:`PlanError` naming the flag at fault before any model loads (a split
 file's ids, the question file's lines, the counts and budgets, the judge, the index folder, ``--set``'s trainer
-values)."""
+values, ``--screen-part`` and the ``--screen-parts`` files)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -165,3 +167,139 @@ def check_questions(
 def split_rows(rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
     """``webapp.experiments.inputs``' rule: ``metadata.split`` starts with ``split``."""
     return [r for r in rows if str((r.get("metadata") or {}).get("split", "")).startswith(split)]
+
+
+# A screen part's file (screen_part.json in a --screen-part run's spool; committed as part-K-of-N.json): each field
+# and its type. ``passes`` maps each of the part's ``ids`` to its right samples.
+PART_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "part": int, "of": int, "pool": int, "pool_sha256": str, "ids": list, "passes": dict, "samples": int,
+    "min": int, "max": int, "seed": int, "temperature": (int, float), "seconds": (int, float), "host": str,
+}  # fmt: skip
+
+
+def part_bounds(pool: int, part: int, of: int) -> tuple[int, int]:
+    """Part ``part`` of ``of`` of a list of ``pool``: the slice ``[⌊(part-1)·pool/of⌋, ⌊part·pool/of⌋)``, contiguous
+    parts in list order whose sizes differ by at most 1 (the later parts the larger)."""
+    return (part - 1) * pool // of, part * pool // of
+
+
+def parse_screen_part(text: str | None, screen_only: bool) -> tuple[int, int] | None:
+    """``--screen-part K/N`` as ``(K, N)``: a part's screen alone, so only with ``--screen-only``."""
+    if text is None:
+        return None
+    found = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not found:
+        raise PlanError("--screen-part", f"{text!r}: K/N, part K of N (e.g. 2/5)")
+    part, of = int(found[1]), int(found[2])
+    if of < 1 or not 1 <= part <= of:
+        raise PlanError("--screen-part", f"{text!r}: need 1 ≤ K ≤ N")
+    if not screen_only:
+        raise PlanError("--screen-part", "needs --screen-only (a part's screen is not a training list)")
+    return part, of
+
+
+def check_screen_parts(args: argparse.Namespace) -> None:
+    if args.screen_parts is None:
+        return
+    if args.screen_part is not None:
+        raise PlanError("--screen-parts", "and --screen-part: combine the parts, or screen one, not both")
+    if args.screen_samples == 0:
+        raise PlanError("--screen-parts", "needs the screen (--screen-samples as the parts were screened)")
+    read_screen_parts(args.screen_parts)
+
+
+def read_screen_parts(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The screen parts of ``path`` (a folder's ``part-*.json``, or one file), each checked for its fields and their
+    types; :class:`PlanError` (``--screen-parts``) names the file and the field."""
+    files = sorted(path.glob("part-*.json")) if path.is_dir() else [path] if path.is_file() else []
+    if not files:
+        what = "no part-*.json in the folder" if path.is_dir() else "no such file or folder"
+        raise PlanError("--screen-parts", f"{path}: {what}")
+    parts = []
+    for file in files:
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise PlanError("--screen-parts", f"{file}: not a screen part's JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise PlanError("--screen-parts", f"{file}: not a screen part (a JSON object)")
+        for name, kind in PART_FIELDS.items():
+            if name not in data:
+                raise PlanError("--screen-parts", f"{file}: no field {name!r}")
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise PlanError("--screen-parts", f"{file}: field {name!r} is not a {_kind(kind)}")
+        if not 1 <= data["part"] <= data["of"]:
+            raise PlanError("--screen-parts", f"{file}: field 'part' {data['part']} is not 1..{data['of']}")
+        ids = [str(qid) for qid in data["ids"]]
+        passes = data["passes"]
+        if set(passes) != set(ids) or len(ids) != len(set(ids)):
+            raise PlanError("--screen-parts", f"{file}: field 'passes' does not count each of 'ids' once")
+        if not all(isinstance(n, int) and 0 <= n <= data["samples"] for n in passes.values()):
+            raise PlanError(
+                "--screen-parts", f"{file}: field 'passes' has a count not in 0..{data['samples']}"
+            )
+        parts.append((file, {**data, "ids": ids}))
+    return parts
+
+
+def _kind(kind: type | tuple[type, ...]) -> str:
+    return (
+        "number"
+        if isinstance(kind, tuple)
+        else {"int": "integer", "str": "string", "list": "list"}.get(kind.__name__, "object")
+    )
+
+
+PART_MUST_AGREE = ("of", "pool", "pool_sha256", "samples", "min", "max", "seed")
+
+
+def pool_sha256(ids: list[str]) -> str:
+    """The candidate list's fingerprint in a screen part: its ids joined by newlines."""
+    return hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()
+
+
+def combine_parts(
+    parts: list[tuple[Path, dict[str, Any]]], ids: list[str], *, samples: int, seed: int, temperature: float
+) -> tuple[dict[str, int], list[int]]:
+    """The parts' pass counts together and the parts present (in order), each part checked: alike in
+    :data:`PART_MUST_AGREE`, there once, screened with this run's samples, seed and temperature, and its ids part K
+    of ``ids`` (this run's candidate list); :class:`PlanError` names the file and what differs."""
+    first_file, first = parts[0]
+    digest = pool_sha256(ids)
+    seen: dict[int, Path] = {}
+    counts: dict[str, int] = {}
+    for file, part in parts:
+        for key in PART_MUST_AGREE:
+            if part[key] != first[key]:
+                raise PlanError(
+                    "--screen-parts", f"{file}: {key} {part[key]!r}, but {first_file}'s is {first[key]!r}"
+                )
+        k, of = part["part"], part["of"]
+        if k in seen:
+            raise PlanError("--screen-parts", f"{file}: part {k} of {of} again (also {seen[k]})")
+        seen[k] = file
+        for key, flag, mine in (
+            ("samples", "--screen-samples", samples),
+            ("seed", "--seed", seed),
+            ("temperature", "--temperature", temperature),
+        ):
+            if part[key] != mine:
+                raise PlanError(
+                    "--screen-parts", f"{file}: screened with {key} {part[key]}, this run's {flag} is {mine}"
+                )
+        if (part["pool"], part["pool_sha256"]) != (len(ids), digest):
+            raise PlanError(
+                "--screen-parts",
+                f"{file}: from another candidate list ({part['pool']} candidates, sha256 "
+                f"{part['pool_sha256'][:12]}…; this run's: {len(ids)}, {digest[:12]}…): check --questions, --split, "
+                "--seed, --train-limit, --keep-guessable and the start model",
+            )
+        low, high = part_bounds(len(ids), k, of)
+        if part["ids"] != ids[low:high]:
+            raise PlanError(
+                "--screen-parts",
+                f"{file}: its ids are not part {k} of {of} (candidates {low + 1}..{high}) of the list",
+            )
+        counts.update(part["passes"])
+    return counts, sorted(seen)

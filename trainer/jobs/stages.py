@@ -4,7 +4,9 @@ Each is skipped when its output exists (a rerun with the same ``--work`` and ``-
 the start model ``n`` times on the training candidates at the training temperature (a seed per sample) and keeps
 the questions it answered (cover EM, HiPRAG's accuracy) in ``min``..``max`` of them, plus ``--screen-unscreened-share``
 of the kept set drawn from the rest (:mod:`trainer.jobs.screen_rule`, the web app's rule too): GRPO's process term
-reaches the gradient only through a group whose rewards differ.
+reaches the gradient only through a group whose rewards differ. A long screen runs in parts (``--screen-part K/N``,
+each on its own machine or day, its pass counts in ``screen_part.json``) that a later run combines into the training
+list (``--screen-parts``) without screening again.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -22,8 +25,9 @@ from typing import Any
 
 from trainer.jobs.evaluation import EvaluationStage, run_stage
 from trainer.jobs.plan import REPO, ExperimentPlan, split_rows
+from trainer.jobs.plan_checks import PlanError, combine_parts, part_bounds, pool_sha256, read_screen_parts
 from trainer.jobs.screen_rule import screened_rows
-from trainer.jobs.spool import ExperimentSpool, read_rows, write_json, write_rows
+from trainer.jobs.spool import ExperimentSpool, read_json, read_rows, write_json, write_rows
 
 
 class StageFailed(Exception):
@@ -181,13 +185,18 @@ def training_questions(
     plan: ExperimentPlan, start: Path, index: Path, budgets: dict[str, Any], spool: ExperimentSpool
 ) -> Path:
     """``questions/train.jsonl``: the screened candidates (or all of them without a screen); an existing file is
-    kept (the screen ran before, on this machine or a CPU beforehand)."""
+    kept (the screen ran before, on this machine or a CPU beforehand). With ``--screen-part`` the part's kept rows
+    (:func:`screen_part`); with ``--screen-parts`` the parts' pass counts combined (:func:`combined_parts`)."""
+    if plan.screen_part:
+        return screen_part(plan, start, index, budgets, spool)
     train_file = spool.root / "questions" / "train.jsonl"
     if train_file.is_file():
         spool.log(
             f"screen: {train_file} exists ({len(read_rows(train_file))} questions); not screening again"
         )
         return train_file
+    if plan.screen_parts:
+        return combined_parts(plan, start, spool)
     chosen = (
         spool.root / "questions" / "candidates.jsonl"
     )  # a screen cut short resumes on the same candidates
@@ -219,11 +228,26 @@ def screen(
 ) -> list[dict[str, Any]]:
     """The candidates the start model answered in ``screen_min``..``screen_max`` of ``screen_samples`` samples,
     each with ``metadata.screen``; ``screen_yield.json`` counts them by passes."""
+    counts = screen_passes(plan, start, index, budgets, candidates, spool)
+    return keep_screened(plan, candidates, counts, spool)
+
+
+def screen_passes(
+    plan: ExperimentPlan,
+    start: Path,
+    index: Path,
+    budgets: dict[str, Any],
+    candidates: list[dict[str, Any]],
+    spool: ExperimentSpool,
+    suffix: str = "",
+) -> dict[str, int]:
+    """Per candidate id, how many of the ``screen_samples`` samples (stages ``screen-<n><suffix>``, seed
+    ``seed + n``) answered it right (``cem``)."""
     arm = plan.baseline_arm
     counts = {str(r["id"]): 0 for r in candidates}
     for sample in range(1, plan.screen_samples + 1):
         stage = EvaluationStage(
-            key=f"screen-{sample}",
+            key=f"screen-{sample}{suffix}",
             role="screen",
             method=arm.method,
             model=str(start),
@@ -235,6 +259,18 @@ def screen(
         )
         for record in run_stage(spool, stage, candidates, index, budgets, plan.judge):
             counts[str(record["id"])] += int(bool(record["cem"]))
+    return counts
+
+
+def keep_screened(
+    plan: ExperimentPlan,
+    candidates: list[dict[str, Any]],
+    counts: dict[str, int],
+    spool: ExperimentSpool,
+    more: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The screen's rule (:func:`screened_rows`) over ``candidates`` with their pass counts; ``screen_yield.json``
+    (with ``more``) and the log line."""
     kept = screened_rows(
         candidates,
         counts,
@@ -244,7 +280,7 @@ def screen(
         unscreened_share=plan.screen_unscreened_share,
         seed=plan.seed,
     )
-    passes = Counter(counts.values())
+    passes = Counter(counts[str(r["id"])] for r in candidates)
     write_json(
         spool.root / "screen_yield.json",
         {
@@ -254,9 +290,105 @@ def screen(
             "samples": plan.screen_samples,
             "min": plan.screen_min,
             "max": plan.screen_max,
+            **(more or {}),
         },
     )
     spool.log(
         f"screen: {len(kept)} of {len(candidates)} kept (passes {sorted(counts[str(r['id'])] for r in kept)})"
     )
     return kept
+
+
+def _pool(plan: ExperimentPlan, start: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    pool = candidate_rows(plan, start)  # the whole list, never a candidates.jsonl a part or combination wrote
+    if not pool:
+        raise StageFailed(
+            "screen", f"every training question of {plan.questions} is in the warm start's demonstrations"
+        )
+    return pool, [str(r["id"]) for r in pool]
+
+
+def screen_part(
+    plan: ExperimentPlan, start: Path, index: Path, budgets: dict[str, Any], spool: ExperimentSpool
+) -> Path:
+    """``--screen-part K/N``: part K of the candidate list (:func:`part_bounds`) screened alone, with the whole
+    screen's seeds, in stages ``screen-<n>-part-K-of-N``; ``screen_part.json`` holds its pass counts. The part's
+    candidates and kept rows go to ``questions/{candidates,train}-part-K-of-N.jsonl``, never to the files a
+    training run would take for the whole list."""
+    assert plan.screen_part is not None
+    part, of = plan.screen_part
+    pool, ids = _pool(plan, start)
+    low, high = part_bounds(len(pool), part, of)
+    rows = pool[low:high]
+    if not rows:
+        raise StageFailed("screen", f"part {part} of {of} is empty: the list has {len(pool)} candidates")
+    name = f"part-{part}-of-{of}"
+    spool.log(f"screen: {name}, candidates {low + 1}..{high} of {len(pool)}")
+    write_rows(spool.root / "questions" / f"candidates-{name}.jsonl", rows)
+    started = time.perf_counter()
+    counts = screen_passes(plan, start, index, budgets, rows, spool, suffix=f"-{name}")
+    spool.add_phase("screen", time.perf_counter() - started)
+    kept = keep_screened(plan, rows, counts, spool, {"part": part, "of": of, "pool": len(pool)})
+    train_file = spool.root / "questions" / f"train-{name}.jsonl"
+    write_rows(train_file, kept)
+    seconds = sum(
+        float((read_json(spool.stage(f"screen-{n}-{name}") / "manifest.json") or {}).get("seconds") or 0)
+        for n in range(1, plan.screen_samples + 1)
+    )  # the samples' own seconds, a resumed part's included
+    write_json(
+        spool.root / "screen_part.json",
+        {
+            "part": part,
+            "of": of,
+            "pool": len(pool),
+            "pool_sha256": pool_sha256(ids),
+            "ids": ids[low:high],
+            "passes": {str(r["id"]): counts[str(r["id"])] for r in rows},
+            "samples": plan.screen_samples,
+            "min": plan.screen_min,
+            "max": plan.screen_max,
+            "seed": plan.seed,
+            "temperature": plan.temperature,
+            "seconds": round(seconds, 1),
+            "host": socket.gethostname(),
+        },
+    )
+    spool.log(f"screen: {name} in screen_part.json (commit it as {name}.json; --screen-parts combines them)")
+    return train_file
+
+
+def combined_parts(plan: ExperimentPlan, start: Path, spool: ExperimentSpool) -> Path:
+    """``--screen-parts``: the parts' pass counts combined (:func:`combine_parts` checks them against this run's
+    candidate list), no screen here; a part missing leaves its candidates out (a random subset, the list being
+    shuffled). ``questions/candidates.jsonl`` is the parts' candidates in list order, ``questions/train.jsonl``
+    those kept by the screen's rule."""
+    assert plan.screen_parts is not None
+    pool, ids = _pool(plan, start)
+    try:
+        parts = read_screen_parts(plan.screen_parts)
+        counts, present = combine_parts(
+            parts, ids, samples=plan.screen_samples, seed=plan.seed, temperature=plan.temperature
+        )
+    except PlanError as exc:
+        raise StageFailed("screen parts", exc.message) from None
+    first = parts[0][1]
+    of = first["of"]
+    rows = [row for k in present for row in pool[slice(*part_bounds(len(pool), k, of))]]
+    missing = [k for k in range(1, of + 1) if k not in present]
+    spool.log(
+        f"screen: parts {', '.join(map(str, present))} of {of} combined (missing: "
+        f"{', '.join(map(str, missing)) or 'none'}), {len(rows)} of the pool's {len(pool)} candidates "
+        f"({100 * len(rows) / len(pool):.1f}%, a random subset of the shuffled pool)"
+    )
+    if (first["min"], first["max"]) != (plan.screen_min, plan.screen_max):
+        spool.log(
+            f"screen: the parts were screened for {first['min']}..{first['max']} passes; "
+            f"kept here with this run's {plan.screen_min}..{plan.screen_max}"
+        )
+    write_rows(spool.root / "questions" / "candidates.jsonl", rows)
+    kept = keep_screened(plan, rows, counts, spool, {"pool": len(pool), "parts": present, "of": of})
+    if not kept:
+        raise StageFailed("screen", "no question kept")
+    train_file = spool.root / "questions" / "train.jsonl"
+    write_rows(train_file, kept)
+    return train_file
