@@ -113,6 +113,8 @@
     return keys;
   }
 
+  var STEP_INCRS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
+
   function xOf(store, step, point, mode) {
     return mode === "time" ? Math.round((point.t - store.t0) * 10) / 10 : Number(step);
   }
@@ -281,7 +283,11 @@
           height: 220,
           // Rates live in [0, 1]: a fixed axis keeps 0.5 → 0.6 from looking like a leap.
           scales: group.unit ? { x: { time: false }, y: { range: [0, 1] } } : { x: { time: false } },
-          axes: [{ label: this.mode === "time" ? "seconds since start" : "step" }, { values: tickLabels, size: 56 }],
+          // Steps are whole numbers: ticks at whole steps only (no "1.2" between step 1 and step 2).
+          axes: [
+            this.mode === "time" ? { label: "seconds since start" } : { label: "step", incrs: STEP_INCRS },
+            { values: tickLabels, size: 56 },
+          ],
           series: built.series,
           bands: built.bands,
         };

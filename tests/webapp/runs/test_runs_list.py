@@ -91,3 +91,21 @@ def test_the_run_page_says_which_steps_had_no_reward_spread(researcher_client: A
     spread = RunFactory(name="spread", kind=Run.Kind.TRAIN, algorithm="grpo")
     _log(spread, "groups/spread_rate", [0.5])
     assert "no group had reward spread" not in researcher_client.get(f"/runs/{spread.pk}/").content.decode()
+
+
+def test_the_runs_list_shows_a_local_model_path_by_its_last_part(researcher_client: Any) -> None:
+    path = "/srv/work/var/models/SmolLM2-135M-Instruct-warm"
+    RunFactory(name="warm", kind=Run.Kind.TRAIN, algorithm="grpo", model_name=path)
+    RunFactory(name="hub", model_name="HuggingFaceTB/SmolLM2-135M-Instruct")
+
+    page = researcher_client.get("/").content.decode()
+
+    assert f'<td class="model" title="{path}">SmolLM2-135M-Instruct-warm</td>' in page
+    assert 'title="HuggingFaceTB/SmolLM2-135M-Instruct">SmolLM2-135M-Instruct</td>' in page
+
+
+def test_runs_slash_leads_to_the_runs_list(researcher_client: Any) -> None:
+    response = researcher_client.get("/runs/")
+
+    assert response.status_code == 302 and response.headers["Location"] == "/"
+    assert ">Runs</h1>" in researcher_client.get("/runs/", follow=True).content.decode()

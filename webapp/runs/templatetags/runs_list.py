@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 
 from django import template
 from django.utils.html import format_html, format_html_join
@@ -27,3 +28,10 @@ def headline_cells(cells: Sequence[HeadlineCell]) -> SafeString:
         '<td class="num headline" title="{}">{}{}</td>',
         ((c.title, c.text, format_html(_SVG, c.points) if c.points else "") for c in cells),
     )
+
+
+@register.filter
+def model_short(name: str) -> str:
+    """A model's last path component ("/srv/models/SmolLM2-135M-Instruct-warm" → "SmolLM2-135M-Instruct-warm"), so a
+    local path does not fill the column; the cell's title keeps the whole name."""
+    return PurePosixPath(name.rstrip("/")).name or name
