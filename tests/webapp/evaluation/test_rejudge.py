@@ -111,6 +111,18 @@ def test_bad_requests_name_the_field(api_client: Any, hiprag: Run) -> None:
     assert response.status_code == 400 and "kind" in response.json()
 
 
+def test_the_run_page_offers_a_rejudge_for_a_finished_hiprag_run_but_not_a_warm_start(
+    researcher_client: Any, hiprag: Run
+) -> None:
+    assert 'id="rejudge"' in researcher_client.get(f"/runs/{hiprag.pk}/").content.decode()
+    warm = Run.objects.create(
+        name="warm", kind=Run.Kind.WARM_START, algorithm=Run.Algorithm.SFT, method="hiprag",
+        status=Run.Status.FINISHED, model_name="m",
+    )  # fmt: skip
+    page = researcher_client.get(f"/runs/{warm.pk}/")  # a warm start has no trajectories to judge
+    assert page.status_code == 200 and 'id="rejudge"' not in page.content.decode()
+
+
 def test_the_run_page_and_the_api_start_and_show_a_rejudge(
     researcher_client: Any, api_client: Any, hiprag: Run
 ) -> None:
