@@ -18,6 +18,9 @@ from webapp.runs.models import Run
 from webapp.runs.progress_view import duration, progress_view
 
 NAMED_AHEAD = 3  # the pending runs ahead named in the message; more are counted only
+# An idle train worker takes a run within a second or two; only a run left waiting longer than this, with nothing
+# running, suggests that no worker listens on the queue (the page then asks whether one runs).
+WORKER_GRACE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +47,21 @@ class QueueWait:
     running: tuple[RunAhead, ...]  # what the train worker runs now, oldest first
     pending_ahead: tuple[RunAhead, ...]  # queued before this run, oldest first
     waited: str  # since the run was queued: "35 min"
+    waited_s: float = 0.0
+
+    @property
+    def no_worker_suspected(self) -> bool:
+        """Nothing runs and the run has waited past the grace a free worker needs to take it."""
+        return not self.running and self.waited_s >= WORKER_GRACE_S
 
     @property
     def message(self) -> str:
         """The run page's sentence: "Queued behind run #3 warm (warm start), step 12 of 42, about 9 min left", or
         "Waiting for a train worker: none has taken it for 35 min" when nothing runs."""
         ahead = _pending_phrase(self.pending_ahead)
+        if not self.running and not self.no_worker_suspected:
+            text = "Queued for a train worker"
+            return f"{text}, after the {ahead} queued before it" if ahead else text
         if not self.running:
             text = f"Waiting for a train worker: none has taken it for {self.waited}"
             return f"{text}, nor the {ahead} queued before it" if ahead else text
@@ -61,7 +73,7 @@ class QueueWait:
     def short(self) -> str:
         """The runs list's line under the status: "behind #3 (warm start) · about 9 min left"."""
         if not self.running:
-            return f"no train worker has taken it for {self.waited}"
+            return f"no train worker has taken it for {self.waited}" if self.no_worker_suspected else "queued"
         first = self.running[0]
         more = len(self.running) - 1 + len(self.pending_ahead)
         text = f"behind #{first.pk} ({first.kind})" + (f" · {first.eta}" if first.eta else "")
@@ -127,6 +139,7 @@ def queue_waits(*, runs: Iterable[Run], now: dt.datetime | None = None) -> dict[
             running=running,
             pending_ahead=tuple(_ahead(other, now) for other in queued_before),
             waited=duration((now - run.created_at).total_seconds()),
+            waited_s=(now - run.created_at).total_seconds(),
         )
     return found
 

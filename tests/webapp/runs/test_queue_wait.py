@@ -100,3 +100,24 @@ def test_a_running_runs_page_says_nothing_of_a_queue(researcher_client):
     warm = _warm_start()
     page = researcher_client.get(f"/runs/{warm.pk}/").content.decode()
     assert 'id="run-queued"' not in page
+
+
+def test_a_run_queued_seconds_ago_with_nothing_running_is_queued_not_workerless():
+    # queued 6 s ago: an idle worker takes it any moment
+    mine = _run("grpo", kind="train", status="pending", minutes_ago=0.1)
+    wait = queue_wait(run=mine, now=NOW)
+    assert wait is not None and not wait.no_worker_suspected
+    assert (wait.message, wait.short) == ("Queued for a train worker", "queued")
+    later = queue_wait(run=mine, now=NOW + dt.timedelta(seconds=30))
+    assert later is not None and later.no_worker_suspected
+    assert later.message == "Waiting for a train worker: none has taken it for 36 s"
+
+
+def test_the_run_page_asks_for_a_worker_only_once_the_run_has_waited(researcher_client):
+    fresh = RunFactory(name="fresh", kind="train", algorithm="grpo", status="pending")  # created now
+    page = researcher_client.get(f"/runs/{fresh.pk}/").content.decode()
+    assert "Queued for a train worker" in page and "is a Celery worker" not in page
+    stale = _run("stale", kind="train", status="pending", minutes_ago=35)
+    Run.objects.filter(pk=fresh.pk).delete()
+    page = researcher_client.get(f"/runs/{stale.pk}/").content.decode()
+    assert "none has taken it for" in page and "is a Celery worker on the <code>train</code> queue" in page
