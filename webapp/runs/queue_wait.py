@@ -46,8 +46,12 @@ class RunAhead:
 class QueueWait:
     running: tuple[RunAhead, ...]  # what the train worker runs now, oldest first
     pending_ahead: tuple[RunAhead, ...]  # queued before this run, oldest first
-    waited: str  # since the run was queued: "35 min"
-    waited_s: float = 0.0
+    waited_s: float  # seconds since the run was queued
+
+    @property
+    def waited(self) -> str:
+        """``waited_s`` as the page says it: "35 min"."""
+        return duration(self.waited_s)
 
     @property
     def no_worker_suspected(self) -> bool:
@@ -138,7 +142,6 @@ def queue_waits(*, runs: Iterable[Run], now: dt.datetime | None = None) -> dict[
         found[run.pk] = QueueWait(
             running=running,
             pending_ahead=tuple(_ahead(other, now) for other in queued_before),
-            waited=duration((now - run.created_at).total_seconds()),
             waited_s=(now - run.created_at).total_seconds(),
         )
     return found
